@@ -1,0 +1,48 @@
+# One command serves the site, one runs every test; both set themselves up first.
+# Set-up is stamped on the files it installs from, so a second run installs nothing.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY_STAMP := $(VENV)/.installed
+JS_STAMP := node_modules/.installed
+# Tests and builds leave nothing behind in the repository.
+export PYTHONDONTWRITEBYTECODE := 1
+export NO_MKDOCS_2_WARNING := 1
+
+.PHONY: setup serve build test lint lab bench clean
+
+setup: $(PY_STAMP) $(JS_STAMP)
+
+$(PY_STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -c 'import sys; sys.exit("Python 3.11 or newer is needed, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+$(JS_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+serve: setup
+	$(BIN)/mkdocs serve --strict -a 127.0.0.1:8000
+
+build: setup
+	$(BIN)/mkdocs build --strict -d site
+
+lint: setup
+	$(BIN)/ruff check code snippets tests hooks conftest.py
+	$(BIN)/ruff format --check code snippets tests hooks conftest.py
+
+test: setup lint
+	$(BIN)/pytest
+
+lab: setup
+	$(BIN)/python -m resume_lab demo --output-dir build/lab
+
+bench: setup
+	@echo "no benchmarks yet: the serialization and performance issues add them"
+
+clean:
+	rm -rf site build

@@ -1,0 +1,1 @@
+"""The resume lab: train, interrupt, resume, and prove the resume bitwise exact."""

@@ -1,0 +1,28 @@
+"""Render \\( \\) and \\[ \\] math to MathML when the site is built.
+
+Browsers draw MathML natively, so a page needs no script and no request to show its math.
+pymdownx.arithmatex (generic mode) marks the math; this hook converts it.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from latex2mathml.converter import convert
+from mkdocs.exceptions import PluginError
+
+INLINE = re.compile(r'<span class="arithmatex">\\\((?P<tex>.+?)\\\)</span>', re.S)
+BLOCK = re.compile(r'<div class="arithmatex">\\\[(?P<tex>.+?)\\\]</div>', re.S)
+
+
+def to_mathml(tex: str, display: str, page) -> str:
+    try:
+        return convert(html.unescape(tex).strip(), display=display)
+    except Exception as err:  # latex2mathml raises many types; name the page and formula
+        raise PluginError(f"{page.file.src_uri}: cannot render math {tex!r}: {err}") from err
+
+
+def on_page_content(content: str, page, config, files) -> str:
+    content = BLOCK.sub(lambda m: to_mathml(m["tex"], "block", page), content)
+    return INLINE.sub(lambda m: to_mathml(m["tex"], "inline", page), content)

@@ -1,0 +1,79 @@
+"""The pages' code blocks: all of them run, none is silently skipped or mis-rendered."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from fence_census import bare_word_options, fences, pages, runnable_python
+
+from conftest import resolve_include  # the fence runner's own resolver
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<target>[^"]+)"\s*$', re.M)
+
+
+def collected_per_page() -> Counter:
+    """How many items pytest itself collects from each page."""
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "docs"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    ids = [line.split("::")[0] for line in run.stdout.splitlines() if "::[CodeFence#" in line]
+    return Counter(ids)
+
+
+def test_every_python_fence_is_collected():
+    expected = Counter()
+    for page in pages(DOCS):
+        count = len(runnable_python(page.read_text("utf8")))
+        if count:
+            expected[str(page.relative_to(ROOT))] = count
+    assert expected, "no python fences found at all"
+    assert collected_per_page() == expected
+
+
+@pytest.mark.parametrize("page", pages(DOCS), ids=lambda p: str(p.relative_to(DOCS)))
+def test_fence_options_are_in_brace_form(page: Path):
+    problems = [
+        f"{page.relative_to(ROOT)}:{fence.line}: write `{{.{fence.lang} {' '.join(words)}}}` "
+        f"instead of bare words {words}"
+        for fence in fences(page.read_text("utf8"))
+        if (words := bare_word_options(fence))
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def included_targets() -> list[tuple[Path, str]]:
+    return [
+        (page, match["target"])
+        for page in pages(DOCS)
+        for match in INCLUDE.finditer(page.read_text("utf8"))
+    ]
+
+
+def test_every_include_target_resolves():
+    for page, target in included_targets():
+        _path, _first, lines = resolve_include(target)
+        assert lines, f"{page.relative_to(ROOT)}: include {target!r} brings in nothing"
+
+
+def test_every_snippet_is_shown_on_some_page():
+    shown = {target.partition(":")[0] for _, target in included_targets()}
+    snippets = {str(p.relative_to(ROOT)) for p in (ROOT / "snippets").rglob("*.py")}
+    assert snippets, "snippets/ is empty"
+    assert snippets <= shown, f"snippets no page includes: {sorted(snippets - shown)}"
+
+
+def test_no_python_files_in_docs():
+    # pytest --markdown-docs imports every .py under a collected path; docs/ is pages only.
+    assert not list(DOCS.rglob("*.py"))

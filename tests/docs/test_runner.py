@@ -1,0 +1,86 @@
+"""The fence runner: included files run as themselves, nested fences run, failures say where.
+
+One small project is tested in a subprocess, with a copy of our conftest.py, so the pages below
+are read exactly as `pytest --markdown-docs` reads ours.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SNIPPET = """\
+x = 1
+# --8<-- [start:check]
+y = x + 1
+assert y == 3, "the asserted value is wrong"
+# --8<-- [end:check]
+"""
+
+PAGES = {
+    "whole": '# Whole\n\n```python\n--8<-- "snippets/sample.py"\n```\n',
+    "section": '# Section\n\n```python\nx = 1\n--8<-- "snippets/sample.py:check"\n```\n',
+    "mixed": '```python\nx = 2\n--8<-- "snippets/sample.py:check"\nassert y == 3\n```\n',
+    "note": "!!! note\n    ```python\n    raise SystemError('ran inside a note')\n    ```\n",
+    "tab": '=== "Tab"\n\n    ```python\n    raise SystemError("ran inside a tab")\n    ```\n',
+    "missing": '```python\n--8<-- "snippets/nowhere.py"\n```\n',
+    "numbered": "# Title\n\ntext\n\n```python\na = 1\nassert a == 2\n```\n",
+}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """'passed' or 'failed' for each page, and the whole output under 'output'."""
+    project = tmp_path_factory.mktemp("project")
+    (project / "conftest.py").write_text((ROOT / "conftest.py").read_text("utf8"))
+    (project / "snippets").mkdir()
+    (project / "snippets" / "sample.py").write_text(SNIPPET)
+    (project / "docs").mkdir()
+    for name, text in PAGES.items():
+        (project / "docs" / f"{name}.md").write_text(text)
+    args = ["--markdown-docs", "--markdown-docs-syntax=superfences", "-p", "no:cacheprovider"]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", *args, "-rA", "docs"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    outcomes = {"output": run.stdout}
+    for line in run.stdout.splitlines():
+        if line.startswith(("FAILED docs/", "PASSED docs/")):
+            outcome, item = line.split()[:2]
+            outcomes[item.removeprefix("docs/").split(".md")[0]] = outcome.lower()
+    assert set(outcomes) == {*PAGES, "output"}, run.stdout + run.stderr
+    return outcomes
+
+
+def test_a_failing_snippet_names_its_own_file_and_line(report):
+    assert report["whole"] == report["section"] == "failed"
+    assert report["output"].count("snippets/sample.py:4 in <module>") == 2
+    assert "the asserted value is wrong" in report["output"]
+
+
+def test_a_section_runs_without_the_rest_of_its_file(report):
+    assert report["mixed"] == "passed"
+
+
+def test_fences_in_admonitions_and_tabs_run(report):
+    assert "ran inside a note" in report["output"]
+    assert "ran inside a tab" in report["output"]
+    assert report["note"] == report["tab"] == "failed"
+
+
+def test_a_missing_include_fails_with_its_name(report):
+    assert report["missing"] == "failed"
+    assert "no file snippets/nowhere.py" in report["output"]
+
+
+def test_line_numbers_of_page_code_match_the_page(report):
+    assert report["numbered"] == "failed"
+    assert "docs/numbered.md:7 in <module>" in report["output"]
