@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 from urllib.parse import urlsplit
 
 from built_site import ROOT, BuiltSite
@@ -47,7 +46,9 @@ def test_strict_build_has_no_warnings(site: BuiltSite):
 
 
 def test_every_page_in_docs_is_built(site: BuiltSite):
-    sources = {p.relative_to(ROOT / "docs").with_suffix(".html") for p in (ROOT / "docs").rglob("*.md")}
+    sources = {
+        p.relative_to(ROOT / "docs").with_suffix(".html") for p in (ROOT / "docs").rglob("*.md")
+    }
     built = {p.relative_to(site.root) for p in site.pages()}
     assert sources <= built
 
@@ -74,7 +75,10 @@ def test_the_scan_would_catch_a_cdn():
         '<a href="https://example.org/">a link is not fetched</a>'
         '<img src="assets/local.png">'
     )
-    assert [u for u in parser.urls if foreign(u)] == ["https://cdn.example/x.js", "//fonts.example/css"]
+    assert [u for u in parser.urls if foreign(u)] == [
+        "https://cdn.example/x.js",
+        "//fonts.example/css",
+    ]
 
 
 def test_math_is_rendered_as_mathml(site: BuiltSite):
@@ -97,7 +101,9 @@ def test_search_works_from_disk(site: BuiltSite):
     index = site.root / "search" / "search_index.js"
     assert index.read_text("utf8").startswith("var __index = ")
     assert (site.root / "assets/vendor/iframe-worker/shim.js").stat().st_size > 0
-    assert 'src="assets/vendor/iframe-worker/shim.js"' in (site.root / "index.html").read_text("utf8")
+    assert 'src="assets/vendor/iframe-worker/shim.js"' in (site.root / "index.html").read_text(
+        "utf8"
+    )
 
 
 def test_included_snippets_appear_on_the_page(site: BuiltSite):
