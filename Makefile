@@ -32,8 +32,8 @@ build: setup
 	$(BIN)/mkdocs build --strict -d site
 
 lint: setup
-	$(BIN)/ruff check code snippets tests hooks conftest.py
-	$(BIN)/ruff format --check code snippets tests hooks conftest.py
+	$(BIN)/ruff check --no-cache code snippets tests hooks conftest.py
+	$(BIN)/ruff format --no-cache --check code snippets tests hooks conftest.py
 
 test: setup lint
 	$(BIN)/pytest
