@@ -1,15 +1,27 @@
-"""Put facts computed at build time into the pages: `{{ version.torch }}` and friends.
+"""Put facts computed at build time into the pages.
 
-A page never types a version: it names one, and the build fills it in from what is installed.
+A page never types a version or a printed result: it names one, and the build fills it in.
+
+- `{{ version.torch }}`, `{{ verified_with }}`: what is installed.
+- `{{ output.NAME }}`: what `snippets/NAME.py` prints when run (the same file the page includes
+  and the tests execute), run once per build in a temporary folder, seeded as the tests seed it.
+
 An unknown name fails the build, so a typo cannot reach a reader.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import io
+import os
 import platform
+import random
 import re
+import runpy
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
@@ -39,12 +51,63 @@ def verified_with() -> str:
 FACTS["verified_with"] = verified_with
 
 
+ROOT = Path(__file__).resolve().parent.parent
+SEED = 0  # the seed conftest.py gives every fence
+_outputs: dict[tuple[Path, float], str] = {}
+
+
+def snippet_output(name: str) -> str:
+    """What snippets/NAME.py prints, cached until the file changes (for `mkdocs serve`)."""
+    path = ROOT / "snippets" / f"{name.replace('.', '/')}.py"
+    if not path.is_file():
+        raise LookupError(f"no snippet {path.relative_to(ROOT)}")
+    key = (path, path.stat().st_mtime)
+    if key not in _outputs:
+        _outputs[key] = run_snippet(path)
+    return _outputs[key]
+
+
+def run_snippet(path: Path) -> str:
+    import numpy as np
+    import torch
+
+    torch_rng, python_rng, numpy_rng = (
+        torch.get_rng_state(),
+        random.getstate(),
+        np.random.get_state(),
+    )
+    threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
+    cwd, printed = os.getcwd(), io.StringIO()
+    torch.manual_seed(SEED)
+    random.seed(SEED)
+    np.random.seed(SEED)
+    try:
+        with tempfile.TemporaryDirectory() as scratch, contextlib.redirect_stdout(printed):
+            os.chdir(scratch)
+            runpy.run_path(str(path), run_name="__main__")
+    finally:
+        os.chdir(cwd)
+        torch.set_rng_state(torch_rng)
+        random.setstate(python_rng)
+        np.random.set_state(numpy_rng)
+        torch.set_num_threads(threads)
+        torch.set_default_dtype(dtype)
+    return printed.getvalue().rstrip("\n")
+
+
+def lookup(name: str) -> str:
+    if name.startswith("output."):
+        return snippet_output(name.removeprefix("output."))
+    if name not in FACTS:
+        raise LookupError(f"unknown fact; known: {', '.join(sorted(FACTS))}, output.NAME")
+    return FACTS[name]()
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
     def fill(match: re.Match) -> str:
-        name = match["name"]
-        if name not in FACTS:
-            known = ", ".join(sorted(FACTS))
-            raise PluginError(f"{page.file.src_uri}: unknown fact {{{{ {name} }}}}; known: {known}")
-        return FACTS[name]()
+        try:
+            return lookup(match["name"])
+        except Exception as err:
+            raise PluginError(f"{page.file.src_uri}: {match[0]}: {err}") from err
 
     return PLACEHOLDER.sub(fill, markdown)
