@@ -51,6 +51,11 @@ def verified_with() -> str:
 FACTS["verified_with"] = verified_with
 
 
+# Every page says which versions its code blocks were executed on.
+VERIFIED_FOOTER = (
+    "\n\n---\n\n<small>Verified with {}: every code block on this page ran on these versions "
+    "when the site was built and tested.</small>\n"
+)
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 0  # the seed conftest.py gives every fence
 _outputs: dict[tuple[Path, float], str] = {}
@@ -110,4 +115,4 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         except Exception as err:
             raise PluginError(f"{page.file.src_uri}: {match[0]}: {err}") from err
 
-    return PLACEHOLDER.sub(fill, markdown)
+    return PLACEHOLDER.sub(fill, markdown) + VERIFIED_FOOTER.format(verified_with())

@@ -24,7 +24,7 @@ def fill(markdown: str) -> str:
 
 
 def test_versions_come_from_the_installed_packages():
-    assert fill("torch {{ version.torch }}") == f"torch {torch.__version__}"
+    assert fill("torch {{ version.torch }}").startswith(f"torch {torch.__version__}\n")
     assert torch.__version__ in fill("{{ verified_with }}")
 
 
@@ -45,4 +45,8 @@ def test_output_is_what_the_snippet_prints_when_run():
         text=True,
         check=True,
     ).stdout
-    assert fill("{{ output.three_clocks }}") == printed.rstrip("\n")
+    assert fill("{{ output.three_clocks }}").startswith(printed.rstrip("\n") + "\n\n---")
+
+
+def test_every_page_states_the_versions_it_was_verified_with():
+    assert f"Verified with torch {torch.__version__}" in fill("# A page")
