@@ -5,6 +5,8 @@ A page never types a version or a printed result: it names one, and the build fi
 - `{{ version.torch }}`, `{{ verified_with }}`: what is installed.
 - `{{ output.NAME }}`: what `snippets/NAME.py` prints when run (the same file the page includes
   and the tests execute), run once per build in a temporary folder, seeded as the tests seed it.
+- `{{ bench.FILE.KEY.SUBKEY }}`: a value from `docs/assets/bench/FILE.json`, the results that
+  `make bench` last wrote (with the machine, versions and date they were measured on).
 
 An unknown name fails the build, so a typo cannot reach a reader.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import io
+import json
 import os
 import platform
 import random
@@ -25,7 +28,7 @@ from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
-PLACEHOLDER = re.compile(r"\{\{\s*(?P<name>[a-z_]+(?:\.[a-z_]+)*)\s*\}\}")
+PLACEHOLDER = re.compile(r"\{\{\s*(?P<name>[a-z_]+(?:\.[a-z0-9_]+)*)\s*\}\}")
 
 
 def package_version(name: str) -> Callable[[], str]:
@@ -100,11 +103,28 @@ def run_snippet(path: Path) -> str:
     return printed.getvalue().rstrip("\n")
 
 
+def bench_value(dotted: str) -> str:
+    """A value from docs/assets/bench/FILE.json, by its dotted path."""
+    file, _, path = dotted.partition(".")
+    results = ROOT / "docs" / "assets" / "bench" / f"{file}.json"
+    if not results.is_file():
+        raise LookupError(f"no results {results.relative_to(ROOT)}: run `make bench`")
+    value = json.loads(results.read_text("utf8"))
+    for key in path.split("."):
+        if not isinstance(value, dict) or key not in value:
+            raise LookupError(f"{results.relative_to(ROOT)} has no {path!r} (stuck at {key!r})")
+        value = value[key]
+    return str(value)
+
+
 def lookup(name: str) -> str:
     if name.startswith("output."):
         return snippet_output(name.removeprefix("output."))
+    if name.startswith("bench."):
+        return bench_value(name.removeprefix("bench."))
     if name not in FACTS:
-        raise LookupError(f"unknown fact; known: {', '.join(sorted(FACTS))}, output.NAME")
+        known = ", ".join([*sorted(FACTS), "output.NAME", "bench.FILE.KEY"])
+        raise LookupError(f"unknown fact; known: {known}")
     return FACTS[name]()
 
 

@@ -50,3 +50,15 @@ def test_output_is_what_the_snippet_prints_when_run():
 
 def test_every_page_states_the_versions_it_was_verified_with():
     assert f"Verified with torch {torch.__version__}" in fill("# A page")
+
+
+def test_bench_values_come_from_the_results_file(tmp_path, monkeypatch):
+    results = tmp_path / "docs" / "assets" / "bench"
+    results.mkdir(parents=True)
+    (results / "demo.json").write_text('{"save": {"ratio": 2.5}}')
+    monkeypatch.setattr(build_facts, "ROOT", tmp_path)
+    assert fill("{{ bench.demo.save.ratio }}").startswith("2.5\n")
+    with pytest.raises(PluginError, match="has no 'save.median'"):
+        fill("{{ bench.demo.save.median }}")
+    with pytest.raises(PluginError, match="run `make bench`"):
+        fill("{{ bench.missing.x }}")
