@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 import re
+import textwrap
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,7 +83,9 @@ def section_lines(path: Path, section: str) -> tuple[int, list[str]]:
     last = next((i for i in range(first + 1, len(lines)) if end.search(lines[i])), None)
     if last is None:
         raise LookupError(f"{path.relative_to(ROOT)}: section [start:{section}] is never ended")
-    return first + 2, lines[first + 1 : last]
+    # pymdownx.snippets dedents sections (dedent_subsections), so a method reads as a function.
+    body = textwrap.dedent("\n".join(lines[first + 1 : last])).split("\n")
+    return first + 2, body
 
 
 def resolve_include(target: str) -> tuple[Path, int, list[str]]:

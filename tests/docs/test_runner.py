@@ -20,6 +20,14 @@ x = 1
 y = x + 1
 assert y == 3, "the asserted value is wrong"
 # --8<-- [end:check]
+
+
+class Sample:
+    # --8<-- [start:method]
+    def twice(self, n: int) -> int:
+        return 2 * n
+
+    # --8<-- [end:method]
 """
 
 PAGES = {
@@ -29,6 +37,7 @@ PAGES = {
     "note": "!!! note\n    ```python\n    raise SystemError('ran inside a note')\n    ```\n",
     "tab": '=== "Tab"\n\n    ```python\n    raise SystemError("ran inside a tab")\n    ```\n',
     "missing": '```python\n--8<-- "snippets/nowhere.py"\n```\n',
+    "method": '```python\n--8<-- "snippets/sample.py:method"\nassert twice(None, 2) == 4\n```\n',
     "numbered": "# Title\n\ntext\n\n```python\na = 1\nassert a == 2\n```\n",
 }
 
@@ -68,6 +77,10 @@ def test_a_failing_snippet_names_its_own_file_and_line(report):
 
 def test_a_section_runs_without_the_rest_of_its_file(report):
     assert report["mixed"] == "passed"
+
+
+def test_an_indented_section_runs_dedented_as_it_is_shown(report):
+    assert report["method"] == "passed"
 
 
 def test_fences_in_admonitions_and_tabs_run(report):
