@@ -32,8 +32,8 @@ build: setup
 	$(BIN)/mkdocs build --strict -d site
 
 lint: setup
-	$(BIN)/ruff check --no-cache code snippets tests hooks conftest.py
-	$(BIN)/ruff format --no-cache --check code snippets tests hooks conftest.py
+	$(BIN)/ruff check --no-cache code snippets tests hooks bench conftest.py
+	$(BIN)/ruff format --no-cache --check code snippets tests hooks bench conftest.py
 
 test: setup lint
 	$(BIN)/pytest
@@ -41,8 +41,9 @@ test: setup lint
 lab: setup
 	$(BIN)/python -m resume_lab demo --output-dir build/lab
 
+# Measured results land in docs/assets/bench/ (with machine, versions and date); the site shows them.
 bench: setup
-	@echo "no benchmarks yet: the serialization and performance issues add them"
+	$(BIN)/python bench/serialization.py
 
 clean:
 	rm -rf site build

@@ -145,6 +145,12 @@ class IncludeAwareRunner(DefaultRunner):
         return "Traceback (most recent call last):\n" + "\n".join(shown) + f"\n{excinfo.exconly()}"
 
 
+@pytest.fixture
+def include_resolver():
+    """The runner's own resolver, for tests of the pages (importing conftest is unreliable)."""
+    return resolve_include
+
+
 # --- 3. seeded, isolated, and leaving no trace ----------------------------------------------
 
 

@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 from fence_census import bare_word_options, fences, pages, runnable_python
 
-from conftest import resolve_include  # the fence runner's own resolver
-
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<target>[^"]+)"\s*$', re.M)
@@ -61,9 +59,9 @@ def included_targets() -> list[tuple[Path, str]]:
     ]
 
 
-def test_every_include_target_resolves():
+def test_every_include_target_resolves(include_resolver):
     for page, target in included_targets():
-        _path, _first, lines = resolve_include(target)
+        _path, _first, lines = include_resolver(target)
         assert lines, f"{page.relative_to(ROOT)}: include {target!r} brings in nothing"
 
 

@@ -58,7 +58,7 @@ def test_bench_values_come_from_the_results_file(tmp_path, monkeypatch):
     (results / "demo.json").write_text('{"save": {"ratio": 2.5}}')
     monkeypatch.setattr(build_facts, "ROOT", tmp_path)
     assert fill("{{ bench.demo.save.ratio }}").startswith("2.5\n")
-    with pytest.raises(PluginError, match="has no 'save.median'"):
+    with pytest.raises(PluginError, match=r"has no 'save\.median'"):
         fill("{{ bench.demo.save.median }}")
     with pytest.raises(PluginError, match="run `make bench`"):
         fill("{{ bench.missing.x }}")

@@ -1,0 +1,238 @@
+"""Runs A, B and C of the demo, and the report that compares them."""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+import weakref
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from resume_lab import state_keys as keys
+from resume_lab.build import build_trainer
+from resume_lab.checkpoint import load_checkpoint, verify, versions
+from resume_lab.config import LabConfig
+from resume_lab.evaluate import evaluate
+from resume_lab.loop import DETERMINISTIC_FIELDS, Trainer
+from resume_lab.outputs import write_final
+from resume_lab.progress import Progress
+from resume_lab.resume import resume, save_training
+
+CURVE_FIELDS = ("loss", "grad_norm", "lr")
+
+
+def run_uninterrupted(config: LabConfig, folder: Path, *, quiet: bool = True) -> Trainer:
+    """Run A: one process, start to finish."""
+    folder.mkdir(parents=True, exist_ok=True)
+    trainer = build_trainer(
+        config, init_seed=config.seed, callbacks=[Progress("A", config.steps, quiet=quiet)]
+    )
+    trainer.fit(config.steps)
+    write_final(trainer, folder)
+    return trainer
+
+
+# --8<-- [start:run_interrupted]
+def run_interrupted(
+    config: LabConfig,
+    kill_at: int,
+    folder: Path,
+    *,
+    restore_rng: bool = True,
+    label: str = "B",
+    quiet: bool = True,
+) -> Trainer:
+    """Run B (or C with restore_rng=False): killed at `kill_at`, rebuilt from the file, finished."""
+    folder.mkdir(parents=True, exist_ok=True)
+    progress = Progress(label, config.steps, quiet=quiet)
+    first = build_trainer(config, init_seed=config.seed, callbacks=[progress])
+    first.fit(kill_at)
+    save_training(first, folder / "last.pt")  # atomic, with last.json beside it
+
+    # Delete every training object: from here on, only the files carry state.
+    model_alive = weakref.ref(first.model)
+    del first
+    gc.collect()
+    assert model_alive() is None, "a training object outlived the 'kill'"
+
+    # A new process would start with its own seed; resume() must make that irrelevant.
+    init_seed = (config.seed + 1) % 2**32
+    second = build_trainer(config, init_seed=init_seed, callbacks=[progress])
+    verify(folder / "last.pt")  # size and SHA-256, before anything is unpickled
+    resume(second, folder / "last.pt", restore_rng_state=restore_rng)
+    progress.line(
+        f"killed at update {kill_at}; rebuilt with init seed {init_seed}, verified and loaded "
+        f"last.pt, {'restored' if restore_rng else 'did NOT restore'} the RNG state"
+    )
+    second.fit(config.steps)
+    write_final(second, folder)
+    return second
+
+
+# --8<-- [end:run_interrupted]
+
+
+def tensors_equal(a: Any, b: Any) -> bool:
+    """Bitwise equality of nested dicts/lists of tensors and plain values (Composer-style)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and torch.equal(a, b)
+        )
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(tensors_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(tensors_equal(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def first_divergent_step(
+    reference: list[dict[str, Any]],
+    other: list[dict[str, Any]],
+    fields: Iterable[str] = DETERMINISTIC_FIELDS,
+) -> int | None:
+    """The first update whose record differs in any of `fields`; None if the runs agree."""
+    fields = tuple(fields)
+    for ours, theirs in zip(reference, other, strict=False):
+        if any(ours[f] != theirs[f] for f in fields):
+            return ours["step"]
+    if len(reference) != len(other):
+        return min(len(reference), len(other)) + 1
+    return None
+
+
+def curve(
+    history: list[dict[str, Any]], fields: Iterable[str] = CURVE_FIELDS
+) -> list[tuple[Any, ...]]:
+    return [tuple(record[f] for f in fields) for record in history]
+
+
+def _storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    # What torch.save writes is each tensor's whole storage, not just its visible elements.
+    return sum(t.untyped_storage().nbytes() for t in tensors)
+
+
+# --8<-- [start:checkpoint_bytes]
+def checkpoint_bytes(path: str | os.PathLike[str]) -> dict[str, int]:
+    """Where the bytes of a training checkpoint go, measured on the file itself."""
+    state, _ = load_checkpoint(path)
+    moments = [
+        param_state[name]
+        for param_state in state[keys.OPTIMIZER]["state"].values()
+        for name in ("exp_avg", "exp_avg_sq")
+    ]
+    rng = state[keys.RNG]
+    parts = {
+        "parameters": _storage_bytes(state[keys.MODEL].values()),
+        "optimizer_moments": _storage_bytes(moments),
+        "rng_torch": _storage_bytes([rng["torch"]]),
+        "rng_numpy": _storage_bytes([rng["numpy"]["key"]]),
+        "rng_python": _storage_bytes([rng["python"]["words"]]),
+    }
+    total = Path(path).stat().st_size
+    with zipfile.ZipFile(path) as archive:  # torch.save's format: one data/N entry per storage
+        stored = sum(info.file_size for info in archive.infolist() if "/data/" in info.filename)
+    # The rest: other tensors (Adam step counts), the pickle (history, config...), ZIP headers.
+    return {
+        "total": total,
+        **parts,
+        "other_tensors": stored - sum(parts.values()),
+        "rest": total - sum(parts.values()),
+    }
+
+
+# --8<-- [end:checkpoint_bytes]
+
+
+def default_kill_at(steps: int) -> int:
+    """The course's update 50, or half the run when the run is that short."""
+    return 50 if steps > 50 else steps // 2
+
+
+def run_demo(
+    config: LabConfig, kill_at: int, output_dir: Path, *, quiet: bool = True
+) -> dict[str, Any]:
+    """Runs A, B, C into output_dir/{A,B,C}, writes nothing else; returns the report dict."""
+    started = time.perf_counter()
+    a = run_uninterrupted(config, output_dir / "A", quiet=quiet)
+    b = run_interrupted(config, kill_at, output_dir / "B", restore_rng=True, label="B", quiet=quiet)
+    c = run_interrupted(
+        config, kill_at, output_dir / "C", restore_rng=False, label="C", quiet=quiet
+    )
+    final_metrics = evaluate(a.model, a.data.x_val, a.data.y_val)
+    manifest = verify(output_dir / "B" / "last.pt")
+    final_digests = {name: verify(output_dir / name / "final.pt")["sha256"] for name in "ABC"}
+    return {
+        "bitwise_equal": tensors_equal(a.model.state_dict(), b.model.state_dict()),
+        "optimizer_equal": tensors_equal(a.optimizer.state_dict(), b.optimizer.state_dict()),
+        "final_files_identical": final_digests["A"] == final_digests["B"],
+        "curves_equal": curve(a.history) == curve(b.history),
+        "histories_equal": first_divergent_step(a.history, b.history) is None,
+        "negative_control_differs": not tensors_equal(a.model.state_dict(), c.model.state_dict()),
+        "first_divergent_step": first_divergent_step(a.history, c.history),
+        "kill_at": kill_at,
+        "steps_done": {"A": a.step, "B": b.step, "C": c.step},
+        "stop_reason": {
+            "A": a.stop_reason or "completed",
+            "B": b.stop_reason or "completed",
+            "C": c.stop_reason or "completed",
+        },
+        "val_accuracy": final_metrics["val_accuracy"],
+        "val_loss": final_metrics["val_loss"],
+        "checkpoint": {
+            "path": "B/last.pt",
+            "bytes": manifest["bytes"],
+            "sha256": manifest["sha256"],
+            "step": manifest["step"],
+        },
+        "checkpoint_bytes": checkpoint_bytes(output_dir / "B" / "last.pt"),
+        "config": config.to_dict(),
+        "versions": versions(),
+        "threads": torch.get_num_threads(),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def demo_passed(report: dict[str, Any]) -> bool:
+    return bool(
+        report["bitwise_equal"] and report["curves_equal"] and report["negative_control_differs"]
+    )
+
+
+def format_report(report: dict[str, Any], output_dir: Path) -> str:
+    """The report as a reader would like to see it."""
+    cfg, sizes, ckpt = report["config"], report["checkpoint_bytes"], report["checkpoint"]
+    yes = {True: "yes", False: "NO"}
+    diverged = report["first_divergent_step"]
+    a_end = f"{report['stop_reason']['A']} at update {report['steps_done']['A']}"
+    lines = [
+        f"resume lab: seed {cfg['seed']}, {cfg['steps']} updates, kill at {report['kill_at']}, "
+        f"accum {cfg['accum']} (torch {report['versions']['torch']}, "
+        f"{report['threads']} thread{'s' if report['threads'] != 1 else ''}, "
+        f"{report['seconds']:.1f} s)",
+        f"  A  uninterrupted               val_accuracy {report['val_accuracy']:.4f} ({a_end})",
+        f"  B  killed, rebuilt, resumed    bitwise equal to A: {yes[report['bitwise_equal']]}"
+        f" (optimizer state {yes[report['optimizer_equal']]}, "
+        f"curves {yes[report['curves_equal']]}, "
+        f"final.pt bytes {yes[report['final_files_identical']]})",
+        f"  C  B without the RNG restore   differs from A: "
+        f"{yes[report['negative_control_differs']]}"
+        + (f", first at update {diverged}" if diverged is not None else ""),
+        f"  checkpoint B/last.pt (update {ckpt['step']}): {sizes['total']:,} bytes, "
+        f"sha256 {ckpt['sha256'][:16]}...",
+        f"    parameters {sizes['parameters']:,} + optimizer moments "
+        f"{sizes['optimizer_moments']:,} + RNG torch {sizes['rng_torch']:,} / "
+        f"numpy {sizes['rng_numpy']:,} / python {sizes['rng_python']:,}",
+        f"    + rest {sizes['rest']:,} (step counts, history, config, pickle, ZIP headers)",
+        f"  wrote {output_dir / 'report.json'} and A/, B/, C/",
+        "PASS: A == B bitwise, C differs" if demo_passed(report) else "FAIL: see report.json",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,153 @@
+"""The Trainer: one readable loop that owns the order of operations; callbacks own policy."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from itertools import islice
+from typing import TYPE_CHECKING, Any, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils import clip_grad_norm_
+
+from resume_lab.config import LabConfig
+from resume_lab.data import Blobs
+from resume_lab.evaluate import evaluate
+from resume_lab.sampler import StepIndexedSampler
+
+if TYPE_CHECKING:
+    from resume_lab.callbacks import Callback
+
+# Why fit() returned. The first three mean "stopped early on purpose, resumable from last.pt".
+SIGNAL = "signal"
+TIME_BUDGET = "time_budget"
+STOP_AFTER = "stop_after"
+PREEMPTED = frozenset({SIGNAL, TIME_BUDGET, STOP_AFTER})
+COMPLETED = "completed"
+EARLY_STOPPING = "early_stopping"
+
+# The per-update fields that are a pure function of the configuration. step_time is wall clock.
+DETERMINISTIC_FIELDS = (
+    "step",
+    "loss",
+    "grad_norm",
+    "lr",
+    "examples_seen",
+    "val_loss",
+    "val_accuracy",
+)
+
+
+class StopFlag(Protocol):
+    requested: bool
+
+
+class Trainer:
+    """Training state plus the loop. Everything a checkpoint needs is an attribute here."""
+
+    def __init__(
+        self,
+        config: LabConfig,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        sampler: StepIndexedSampler,
+        data: Blobs,
+        callbacks: Iterable[Callback] = (),
+        preemption: StopFlag | None = None,
+    ) -> None:
+        self.config = config
+        self.model = model
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.sampler = sampler
+        self.data = data
+        self.callbacks = list(callbacks)
+        self.preemption = preemption  # set by a SIGTERM/SIGINT handler, read at update boundaries
+        # The clocks: updates, data position (epoch, next micro-batch in it), examples.
+        self.step = 0
+        self.epoch = 0
+        self.micro = 0
+        self.examples_seen = 0
+        self.history: list[dict[str, Any]] = []
+        self.stop_reason: str | None = None
+
+    def emit(self, event: str, *args: Any) -> None:
+        for callback in self.callbacks:
+            getattr(callback, event)(self, *args)
+
+    def request_stop(self, reason: str) -> None:
+        """Ask the loop to stop at the end of this update; the first reason given wins."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+
+    # --8<-- [start:trainer_fit]
+    def fit(self, max_steps: int) -> str:
+        """Train until `max_steps` updates are done or a callback stops the run; return why."""
+        self.model.train()
+        self.stop_reason = None
+        self.emit("on_fit_start")
+        while self.step < max_steps and self.stop_reason is None:
+            started = time.perf_counter()
+            # One update: `accum` micro-batches, fewer at the end of an epoch (a short window).
+            window = list(islice(self.sampler.batches(self.epoch, self.micro), self.config.accum))
+            window_examples = sum(len(indices) for indices in window)
+            loss_sum = torch.zeros(())
+            for indices in window:
+                logits = self.model(self.data.x_train[indices])
+                # Summed loss over the window's example count: exact even for a short window.
+                loss = F.cross_entropy(logits, self.data.y_train[indices], reduction="sum")
+                loss = loss / window_examples
+                loss.backward()  # gradients add up in .grad across the window
+                loss_sum += loss.detach()  # stays a tensor: no sync in the hot path
+            # Pre-clip total norm; a NaN or inf gradient stops the run instead of zeroing weights.
+            grad_norm = clip_grad_norm_(
+                self.model.parameters(), self.config.max_norm, error_if_nonfinite=True
+            )
+            lr = self.optimizer.param_groups[0]["lr"]  # the rate this update uses
+            self.optimizer.step()
+            self.scheduler.step()  # once per update, never per micro-batch
+            self.optimizer.zero_grad(set_to_none=True)
+            self._advance(micro_batches=len(window), examples=window_examples)
+            self._log(loss_sum, grad_norm, lr, step_time=time.perf_counter() - started)
+            self.emit("on_step_end")
+            if self.config.eval_every and self.step % self.config.eval_every == 0:
+                metrics = evaluate(self.model, self.data.x_val, self.data.y_val)
+                self.history[-1].update(metrics)
+                self.emit("on_eval_end", metrics)
+            # An update boundary: gradients are None and the window is complete. The only
+            # place where saving is allowed, so a resume never starts mid-accumulation.
+            self.emit("on_boundary")
+            if self.preemption is not None and self.preemption.requested:
+                self.request_stop(SIGNAL)
+        reason = self.stop_reason or COMPLETED
+        self.emit("on_fit_end", reason)
+        return reason
+
+    # --8<-- [end:trainer_fit]
+
+    def _advance(self, micro_batches: int, examples: int) -> None:
+        self.step += 1
+        self.examples_seen += examples
+        self.micro += micro_batches
+        if self.micro == self.sampler.micro_batches_per_epoch:
+            self.epoch, self.micro = self.epoch + 1, 0  # the next update draws a new permutation
+
+    def _log(
+        self, loss: torch.Tensor, grad_norm: torch.Tensor, lr: float, step_time: float
+    ) -> None:
+        # The one sync point of an update: .item() here, where the numbers are recorded.
+        self.history.append(
+            {
+                "step": self.step,
+                "loss": loss.item(),
+                "grad_norm": grad_norm.item(),
+                "lr": lr,
+                "examples_seen": self.examples_seen,
+                "val_loss": None,
+                "val_accuracy": None,
+                "step_time": step_time,
+            }
+        )

@@ -1,0 +1,123 @@
+"""Run the resume lab when the site is built, and put its real results on the pages.
+
+- `{{ lab.KEY.SUBKEY }}`: a value from the demo's report.json, e.g.
+  `{{ lab.checkpoint_bytes.total }}`; integers are printed with thousands separators.
+- `{{ lab.summary }}`: the report exactly as `python -m resume_lab demo` prints it.
+- `assets/lab/curves.png`: losses of runs A, B and C per update, drawn from their history.json.
+
+The demo runs once per build (about two seconds) with the lab's default configuration, in a
+temporary folder; nothing is written into the repository.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import tempfile
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import File, Files
+
+PLACEHOLDER = re.compile(r"\{\{\s*lab\.(?P<path>[a-z0-9_]+(?:\.[a-z0-9_]+)*)\s*\}\}")
+CURVES = "assets/lab/curves.png"
+
+
+@cache
+def demo() -> dict[str, Any]:
+    """The report, the printed summary, and the three runs' histories."""
+    import torch
+
+    from resume_lab.config import LabConfig
+    from resume_lab.experiment import default_kill_at, format_report, run_demo
+
+    config = LabConfig()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as `python -m resume_lab` runs by default
+    try:
+        with tempfile.TemporaryDirectory() as scratch, contextlib.redirect_stderr(io.StringIO()):
+            out = Path(scratch)
+            report = run_demo(config, default_kill_at(config.steps), out)
+            histories = {
+                run: json.loads((out / run / "history.json").read_text("utf8")) for run in "ABC"
+            }
+    finally:
+        torch.set_num_threads(threads)
+    summary = format_report(report, Path("demo"))
+    return {"report": report, "summary": summary, "histories": histories}
+
+
+def curves_png() -> bytes:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lab = demo()
+    report, histories = lab["report"], lab["histories"]
+    fig, (ax, gap) = plt.subplots(
+        2, 1, figsize=(8, 5.2), dpi=120, sharex=True, gridspec_kw={"height_ratios": [3, 1.3]}
+    )
+    styles = {
+        "A": {"color": "#555555", "linewidth": 3.0, "label": "A uninterrupted"},
+        "B": {"color": "#e65100", "linewidth": 1.2, "label": "B killed and resumed (on A)"},
+        "C": {"color": "#1565c0", "linewidth": 1.0, "linestyle": "--", "label": "C no RNG restore"},
+    }
+    losses = {run: [r["loss"] for r in histories[run]] for run in styles}
+    for run, style in styles.items():
+        steps = [r["step"] for r in histories[run]]
+        ax.plot(steps, losses[run], **style)
+        if run != "A":
+            diff = [abs(x - a) for x, a in zip(losses[run], losses["A"], strict=True)]
+            gap.plot(steps, diff, **{**style, "label": None})
+    for axis in (ax, gap):
+        axis.axvline(report["kill_at"], color="#999999", linewidth=0.8)
+    ax.annotate(
+        f"killed at update {report['kill_at']}",
+        (report["kill_at"], ax.get_ylim()[1]),
+        xytext=(4, -12),
+        textcoords="offset points",
+        fontsize=8,
+    )
+    ax.set_ylabel("training loss")
+    ax.legend(frameon=False)
+    gap.set_ylabel("|loss − loss of A|")
+    gap.set_xlabel("update")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def value(path: str) -> str:
+    lab = demo()
+    if path == "summary":
+        return lab["summary"]
+    found: Any = lab["report"]
+    for key in path.split("."):
+        if not isinstance(found, dict) or key not in found:
+            raise LookupError(f"the lab's report has no {path!r} (stuck at {key!r})")
+        found = found[key]
+    if isinstance(found, bool) or not isinstance(found, int):
+        return str(found)
+    return f"{found:,}"
+
+
+def on_files(files: Files, config) -> Files:
+    files.append(File.generated(config, CURVES, content=curves_png()))
+    return files
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    def fill(match: re.Match) -> str:
+        try:
+            return value(match["path"])
+        except Exception as err:
+            raise PluginError(f"{page.file.src_uri}: {match[0]}: {err}") from err
+
+    return PLACEHOLDER.sub(fill, markdown)

@@ -1,0 +1,127 @@
+"""The command line as separate processes: a resume in a new process, and a real SIGTERM.
+
+Each start of Python + torch costs a second or two, so these are the only subprocess tests,
+and the two that only repeat in a real process what in-process tests already prove are marked
+slow (`make test` deselects them; `pytest tests/lab` runs them).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from resume_lab.checkpoint import verify
+from resume_lab.cli import EXIT_OK, EXIT_PREEMPTED, EXIT_USAGE, main
+
+LAB = [sys.executable, "-m", "resume_lab"]
+
+
+def test_new_process_resume_equals_uninterrupted(tmp_path: Path, capsys):
+    args = ["train", "--steps", "30", "--save-every", "5", "--quiet", "--threads", "1"]
+    pieces = [*args, "--output-dir", str(tmp_path / "pieces"), "--stop-after", "12"]
+    # The first piece runs in its own process: nothing of it survives but the files.
+    first = subprocess.Popen(
+        [*LAB, *pieces], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    # Meanwhile, the uninterrupted reference runs here.
+    assert main([*args, "--output-dir", str(tmp_path / "whole")]) == EXIT_OK
+    _, stderr = first.communicate(timeout=120)
+    assert first.returncode == EXIT_PREEMPTED, stderr
+    assert "Traceback" not in stderr
+    assert verify(tmp_path / "pieces" / "last.pt")["step"] == 12
+    # The same command again, twice more, here: 12 -> 24 (preempted), 24 -> 30 (done).
+    assert main(pieces) == EXIT_PREEMPTED
+    assert main(pieces) == EXIT_OK
+    capsys.readouterr()
+    for name in ("final.pt", "history.json"):
+        assert (tmp_path / "whole" / name).read_bytes() == (tmp_path / "pieces" / name).read_bytes()
+
+
+@pytest.mark.slow
+def test_sigterm_saves_at_a_boundary_and_exits_75(tmp_path: Path):
+    folder = tmp_path / "run"
+    command = [
+        *LAB,
+        "train",
+        "--output-dir",
+        str(folder),
+        "--steps",
+        "1000000",
+        "--save-every",
+        "1000000",
+    ]
+    child = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        for line in child.stderr:  # plain logs: not a terminal
+            if "training updates" in line:
+                break
+        time.sleep(0.2)  # well inside the loop
+        child.send_signal(signal.SIGTERM)
+        for line in child.stderr:
+            if "stopping at the next update boundary" in line:
+                break
+        child.send_signal(signal.SIGTERM)  # a second one while it saves: acknowledged, ignored
+        child.wait(timeout=60)
+        rest = child.stderr.read()
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.stderr.close()
+        child.stdout.close()
+    assert child.returncode == EXIT_PREEMPTED, rest
+    assert "Traceback" not in rest
+    manifest = verify(folder / "last.pt")
+    assert 0 < manifest["step"] < 1_000_000
+    assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+    assert not (folder / "final.pt").exists()
+
+
+@pytest.mark.slow
+def test_usage_error_from_a_real_process(tmp_path: Path):
+    result = subprocess.run([*LAB, "--kill-at", "0"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == EXIT_USAGE
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "--kill-at 0 is outside 1..119" in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.slow
+def test_kill_9_while_saving_leaves_a_loadable_checkpoint(tmp_path: Path, capsys):
+    """SIGKILL (no handler can run) into a process that saves after every update, then resume."""
+    folder = tmp_path / "run"
+    args = ["train", "--output-dir", str(folder), "--steps", "300", "--quiet"]
+    child = subprocess.Popen([*LAB, *args, "--save-every", "1"], stderr=subprocess.PIPE, text=True)
+    try:
+        for line in child.stderr:
+            if "training updates" in line:
+                break
+        time.sleep(0.5)  # a few dozen saves in: the kill most likely lands inside one
+        child.kill()
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.stderr.close()
+    assert child.returncode == -signal.SIGKILL
+    # Whatever the kill interrupted, a complete numbered checkpoint verifies.
+    kept = sorted(folder.glob("step-*.pt"))
+    assert kept and verify(kept[-1])["step"] > 0
+    # The same command resumes (save cadence is not part of the configuration) and ends
+    # bitwise equal to a run that was never killed -- unless the kill fell between the two
+    # renames of last.pt and last.json, which the resume must then refuse by name.
+    code = main([*args, "--save-every", "100"])
+    err = capsys.readouterr().err
+    if code == EXIT_OK:
+        assert (
+            main(["train", "--output-dir", str(tmp_path / "whole"), "--steps", "300", "--quiet"])
+            == 0
+        )
+        for name in ("final.pt", "history.json"):
+            assert (folder / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
+    else:
+        assert code == 1 and "does not match last.json" in err and "verifies" in err

@@ -1,0 +1,218 @@
+"""Resume details: callback state, configuration checks, the Checkpoint callback, stop reasons."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+
+from resume_lab import state_keys as keys
+from resume_lab.build import build_trainer
+from resume_lab.callbacks import Callback, Checkpoint, EarlyStopping, StopAfter, TimeBudget
+from resume_lab.checkpoint import load_checkpoint, verify
+from resume_lab.config import LabConfig
+from resume_lab.experiment import tensors_equal
+from resume_lab.loop import COMPLETED, EARLY_STOPPING, SIGNAL, STOP_AFTER, TIME_BUDGET
+from resume_lab.resume import ConfigMismatchError, resume, save_training
+from resume_lab.signals import PreemptionFlag
+
+# Evaluating every 2 updates with patience 3 stops this run early (at update 40 here).
+EARLY = LabConfig(seed=0, steps=200, eval_every=2, patience=3)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread, as the CLI sets by default: faster for this tiny model and far steadier
+    on a busy machine (two OpenMP threads spinning on two shared cores slow down many times
+    over). The root conftest puts the previous count back after each test."""
+    torch.set_num_threads(1)
+
+
+def early_stopping(trainer) -> EarlyStopping:
+    return next(cb for cb in trainer.callbacks if isinstance(cb, EarlyStopping))
+
+
+def test_early_stopping_state_survives_resume(tmp_path: Path):
+    a = build_trainer(EARLY, init_seed=0)
+    assert a.fit(EARLY.steps) == EARLY_STOPPING
+    stop_step = a.step
+    assert 10 < stop_step < EARLY.steps
+
+    # Kill at a point where the patience counter is already running.
+    kill_at = next(r["step"] for r in reversed(a.history[: stop_step - 1]) if r["step"] % 2 == 0)
+    b = build_trainer(EARLY, init_seed=0)
+    b.fit(kill_at)
+    saved = early_stopping(b).state_dict()
+    assert saved["bad"] > 0, "pick a kill point inside a run of bad evaluations"
+    save_training(b, tmp_path / "last.pt")
+    del b
+
+    resumed = build_trainer(EARLY, init_seed=1)
+    resume(resumed, tmp_path / "last.pt")
+    assert early_stopping(resumed).state_dict() == saved
+    assert resumed.fit(EARLY.steps) == EARLY_STOPPING
+    assert resumed.step == stop_step
+    assert early_stopping(resumed).state_dict() == early_stopping(a).state_dict()
+    assert tensors_equal(resumed.model.state_dict(), a.model.state_dict())
+
+    # The control: a resume that forgot the callback's state trains past the stop.
+    forgetful = build_trainer(EARLY, init_seed=1)
+    resume(forgetful, tmp_path / "last.pt")
+    forgetful.callbacks[0] = EarlyStopping(EARLY.patience)
+    forgetful.fit(EARLY.steps)
+    assert forgetful.step > stop_step
+
+
+def test_resuming_a_stopped_run_stays_stopped(tmp_path: Path):
+    a = build_trainer(EARLY, init_seed=0)
+    a.fit(EARLY.steps)
+    save_training(a, tmp_path / "last.pt")
+    again = build_trainer(EARLY, init_seed=0)
+    resume(again, tmp_path / "last.pt")
+    assert again.fit(EARLY.steps) == EARLY_STOPPING and again.step == a.step
+
+
+def test_other_configuration_is_refused(tmp_path: Path):
+    trainer = build_trainer(LabConfig(steps=20), init_seed=0)
+    trainer.fit(5)
+    save_training(trainer, tmp_path / "last.pt")
+    other = build_trainer(LabConfig(steps=30), init_seed=0)
+    with pytest.raises(ConfigMismatchError, match="steps=20 in the file, 30 now"):
+        resume(other, tmp_path / "last.pt")
+
+
+def test_checkpoint_holds_every_named_key(tmp_path: Path):
+    trainer = build_trainer(LabConfig(steps=20), init_seed=0)
+    trainer.fit(7)
+    save_training(trainer, tmp_path / "last.pt")
+    state, manifest = load_checkpoint(tmp_path / "last.pt")
+    assert set(state) == set(keys.ALL)
+    assert state[keys.STEP] == manifest["step"] == 7
+    assert state[keys.DATA_POSITION] == {"epoch": 0, "micro": 14, "examples_seen": 7 * 64}
+    assert state[keys.SCALER] is None
+
+
+def test_checkpoint_callback_keeps_last_n_and_best(tmp_path: Path):
+    config = LabConfig(steps=30, eval_every=5, patience=None)
+    saver = Checkpoint(tmp_path, every=4, keep=2)
+    (tmp_path / "last.pt.tmp").write_bytes(b"left by a killed save")
+    trainer = build_trainer(config, init_seed=0, callbacks=[saver])
+    trainer.fit(config.steps)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    # Saves at 4, 8, ..., 28 and at the end (30); the last two are kept; no temp file survives.
+    assert names == [
+        "best.json",
+        "best.pt",
+        "last.json",
+        "last.pt",
+        "step-000028.json",
+        "step-000028.pt",
+        "step-000030.json",
+        "step-000030.pt",
+    ]
+    assert (tmp_path / "last.pt").read_bytes() == (tmp_path / "step-000030.pt").read_bytes()
+    assert verify(tmp_path / "last.pt")["step"] == 30
+    best_state, _ = load_checkpoint(tmp_path / "best.pt")
+    evaluated = [r for r in trainer.history if r["val_accuracy"] is not None]
+    best = max(evaluated, key=lambda r: r["val_accuracy"])  # max() keeps the first of equals
+    assert best_state[keys.STEP] == best["step"] == saver.best_step
+
+
+def test_saving_does_not_change_the_trajectory(tmp_path: Path):
+    config = LabConfig(steps=12, eval_every=3)
+    plain = build_trainer(config, init_seed=0)
+    plain.fit(config.steps)
+    saving = build_trainer(config, init_seed=0, callbacks=[Checkpoint(tmp_path, every=1, keep=1)])
+    saving.fit(config.steps)
+    assert tensors_equal(plain.model.state_dict(), saving.model.state_dict())
+
+
+def test_stop_after_and_time_budget_stop_at_a_boundary():
+    config = LabConfig(steps=50)
+    trainer = build_trainer(config, init_seed=0, callbacks=[StopAfter(7)])
+    assert trainer.fit(config.steps) == STOP_AFTER and trainer.step == 7
+    assert trainer.fit(config.steps) == STOP_AFTER and trainer.step == 14  # counts per fit()
+
+    ticks = iter(range(1000))  # a fake clock: one second per call
+    budget = TimeBudget(10.0, clock=lambda: float(next(ticks)))
+    timed = build_trainer(config, init_seed=0, callbacks=[budget])
+    assert timed.fit(config.steps) == TIME_BUDGET
+    assert timed.step == 8  # 9 s elapsed + 1 s for the next update would reach the budget
+
+
+class SendSignal(Callback):
+    """Deliver a real signal to this process in the middle of update `at`."""
+
+    def __init__(self, at: int, signum: int, times: int = 1) -> None:
+        self.at, self.signum, self.times = at, signum, times
+
+    def on_step_end(self, trainer) -> None:
+        if trainer.step == self.at:
+            for _ in range(self.times):
+                os.kill(os.getpid(), self.signum)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_at_the_next_boundary_and_saves(tmp_path: Path, signum, capfd):
+    config = LabConfig(steps=40)
+    previous = signal.getsignal(signum)
+    flag = PreemptionFlag()
+    with flag.installed():
+        callbacks = [Checkpoint(tmp_path, every=100), SendSignal(at=9, signum=signum, times=2)]
+        trainer = build_trainer(config, init_seed=0, callbacks=callbacks, preemption=flag)
+        assert trainer.fit(config.steps) == SIGNAL
+    assert signal.getsignal(signum) is previous  # handlers are put back
+    assert trainer.step == 9
+    assert verify(tmp_path / "last.pt")["step"] == 9
+    assert "again" in capfd.readouterr().err  # the second signal was acknowledged, not obeyed
+
+    resumed = build_trainer(config, init_seed=3)
+    resume(resumed, tmp_path / "last.pt")
+    assert resumed.fit(config.steps) == COMPLETED
+    reference = build_trainer(config, init_seed=0)
+    reference.fit(config.steps)
+    assert tensors_equal(reference.model.state_dict(), resumed.model.state_dict())
+    assert not torch.is_inference_mode_enabled()
+
+
+def test_data_order_from_an_argument_breaks_the_resume(tmp_path: Path):
+    """The course's first bug: the resumed run took its shuffle seed from its own (seed + 1)
+    argument. Everything else exact, the losses part at the first update after the kill."""
+    from resume_lab.experiment import first_divergent_step
+
+    config = LabConfig(seed=0, steps=30)
+    a = build_trainer(config, init_seed=0)
+    a.fit(config.steps)
+    b = build_trainer(config, init_seed=0)
+    b.fit(12)
+    save_training(b, tmp_path / "last.pt")
+    buggy = build_trainer(config, init_seed=1)
+    resume(buggy, tmp_path / "last.pt")
+    buggy.sampler.seed = 1  # as if the sampler had been built from this process's seed
+    buggy.fit(config.steps)
+    assert first_divergent_step(a.history, buggy.history) == 13
+
+
+def test_progress_bar_only_on_a_terminal_and_not_quiet():
+    import io
+
+    from resume_lab.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert not Progress("x", 10, stream=io.StringIO()).bar
+    assert Progress("x", 10, stream=Terminal()).bar
+    assert not Progress("x", 10, stream=Terminal(), quiet=True).bar
+    stream = Terminal()
+    trainer = build_trainer(
+        LabConfig(steps=3), init_seed=0, callbacks=[Progress("x", 3, stream=stream)]
+    )
+    trainer.fit(3)
+    assert "\r[x] ###" in stream.getvalue() and stream.getvalue().endswith(
+        "completed at update 3\n"
+    )
