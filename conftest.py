@@ -29,6 +29,9 @@ from markdown_it import MarkdownIt
 from pytest_markdown_docs._runners import DefaultRunner, register_runner
 from pytest_markdown_docs.definitions import FenceTestDefinition
 
+# The built site, shared by tests/site and tests/browser (tests/support is on pytest's path).
+pytest_plugins = ["site_fixture"]
+
 ROOT = Path(__file__).resolve().parent
 SEED = 0
 

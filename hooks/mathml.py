@@ -23,17 +23,17 @@ def to_mathml(tex: str, display: str, page) -> str:
         raise PluginError(f"{page.file.src_uri}: cannot render math {tex!r}: {err}") from err
 
 
-# The table of contents holds headings as plain text, so math there is written out plainly.
+# The table of contents keeps a heading's math as raw TeX; render it there too.
 TOC_MATH = re.compile(r"\\\((?P<tex>.+?)\\\)")
 
 
-def plain_toc(items) -> None:
+def render_toc(items, page) -> None:
     for item in items:
-        item.title = TOC_MATH.sub(lambda m: m["tex"].replace("\\", ""), item.title)
-        plain_toc(item.children)
+        item.title = TOC_MATH.sub(lambda m: to_mathml(m["tex"], "inline", page), item.title)
+        render_toc(item.children, page)
 
 
 def on_page_content(content: str, page, config, files) -> str:
-    plain_toc(page.toc)
+    render_toc(page.toc, page)
     content = BLOCK.sub(lambda m: to_mathml(m["tex"], "block", page), content)
     return INLINE.sub(lambda m: to_mathml(m["tex"], "inline", page), content)
