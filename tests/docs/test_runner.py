@@ -47,6 +47,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """'passed' or 'failed' for each page, and the whole output under 'output'."""
     project = tmp_path_factory.mktemp("project")
     (project / "conftest.py").write_text((ROOT / "conftest.py").read_text("utf8"))
+    # The root conftest also loads the site-build fixture; this project builds no site.
+    (project / "site_fixture.py").write_text("")
     (project / "snippets").mkdir()
     (project / "snippets" / "sample.py").write_text(SNIPPET)
     (project / "docs").mkdir()
