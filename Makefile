@@ -44,6 +44,7 @@ lab: setup
 # Measured results land in docs/assets/bench/ (with machine, versions and date); the site shows them.
 bench: setup
 	$(BIN)/python bench/serialization.py
+	$(BIN)/python bench/performance.py
 
 clean:
 	rm -rf site build

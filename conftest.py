@@ -177,7 +177,12 @@ def _seeded_isolated_restored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     yield
     torch.set_num_threads(threads)
     torch.set_default_dtype(dtype)
-    torch.use_deterministic_algorithms(deterministic, warn_only=deterministic_warn_only)
+    # Only when a test changed it: the first call in a process imports ~800 modules (0.8 s).
+    if (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    ) != (deterministic, deterministic_warn_only):
+        torch.use_deterministic_algorithms(deterministic, warn_only=deterministic_warn_only)
     torch.set_grad_enabled(grad_enabled)
     torch.serialization.clear_safe_globals()
     torch.serialization.add_safe_globals(safe_globals)

@@ -22,12 +22,8 @@ served from the page cache (memory), not from the disk: see PAGE_CACHE_NOTE.
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
-import importlib.metadata
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -39,6 +35,17 @@ from typing import Any
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/common.py, however we are run
+from common import (
+    fmt_ratio,
+    fmt_time,
+    load_average,
+    machine,
+    side_by_side,
+    utc_now,
+    versions,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "docs" / "assets" / "bench"
@@ -70,74 +77,24 @@ PAGE_CACHE_NOTE = (
 # --- provenance -------------------------------------------------------------------------------
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def ram_gib() -> float:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return round(int(line.split()[1]) / (1 << 20), 1)
-    except OSError:
-        pass
-    return float("nan")
-
-
-def filesystem_of(path: Path) -> str:
-    """The filesystem type of the mount holding `path` (ext4, tmpfs, ...), from /proc/mounts."""
-    try:
-        mounts = [line.split() for line in Path("/proc/mounts").read_text().splitlines()]
-    except OSError:
-        return "unknown"
-    resolved = str(path.resolve())
-    best = ("", "unknown")
-    for fields in mounts:
-        point, kind = fields[1], fields[2]
-        inside = resolved == point or resolved.startswith(point.rstrip("/") + "/")
-        if inside and len(point) > len(best[0]):
-            best = (point, kind)
-    return best[1]
-
-
 def provenance(mode: str, repeats: int, scratch: Path) -> dict[str, Any]:
-    now = datetime.datetime.now(datetime.UTC)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    machine = {
-        "cpu": cpu_model(),
-        "cores": cores,
-        "ram_gib": ram_gib(),
-        "os": f"{platform.system()} {platform.release()}",
-        "torch_threads": torch.get_num_threads(),
-        "scratch_fs": filesystem_of(scratch),
-    }
-    versions = {
-        "torch": str(torch.__version__),
-        "numpy": importlib.metadata.version("numpy"),
-        "safetensors": importlib.metadata.version("safetensors"),
-        "python": platform.python_version(),
-    }
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    now = utc_now()
+    machine_info, versions_info = machine(scratch), versions()
+    load = load_average()
     return {
         "date": now.strftime("%Y-%m-%d %H:%M UTC"),
         "load_average_start": round(load[0], 2),
         "timestamp": now.isoformat(timespec="seconds"),
         "mode": mode,
         "repeats": repeats,
-        "machine": machine,
-        "versions": versions,
+        "machine": machine_info,
+        "versions": versions_info,
         "page_cache": PAGE_CACHE_NOTE,
         "summary": (
-            f"{machine['cpu']} ({cores} cores, {machine['ram_gib']} GiB RAM, "
-            f"{machine['scratch_fs']} scratch disk), torch {versions['torch']}, "
-            f"safetensors {versions['safetensors']}, numpy {versions['numpy']}, "
-            f"Python {versions['python']}; median of {repeats} runs; load average "
+            f"{machine_info['cpu']} ({machine_info['cores']} cores, {machine_info['ram_gib']} GiB "
+            f"RAM, {machine_info['scratch_fs']} scratch disk), torch {versions_info['torch']}, "
+            f"safetensors {versions_info['safetensors']}, numpy {versions_info['numpy']}, "
+            f"Python {versions_info['python']}; median of {repeats} runs; load average "
             f"{load[0]:.1f} at the start"
         ),
     }
@@ -151,40 +108,6 @@ def make_state_dict(total_bytes: int, count: int) -> dict[str, torch.Tensor]:
     per = total_bytes // 4 // count
     gen = torch.Generator().manual_seed(0)
     return {f"layer{i:03d}.weight": torch.randn(per, generator=gen) for i in range(count)}
-
-
-def timed(fn: Callable[[], Any]) -> float:
-    """Wall time of one call, with the cyclic garbage collector off (as timeit does)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        result = fn()
-        elapsed = time.perf_counter() - start
-        del result  # tensors are freed by reference counting, outside the timed region
-    finally:
-        if was_enabled:
-            gc.enable()
-    return elapsed
-
-
-def side_by_side(
-    variants: dict[str, Callable[[], Any]], repeats: int, before: Callable[[], None] | None = None
-) -> dict[str, list[float]]:
-    """Time every variant `repeats` times, interleaved, after one untimed warm-up each."""
-    names = list(variants)
-    for name in names:
-        if before:
-            before()
-        timed(variants[name])
-    runs: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(repeats):
-        order = names if r % 2 == 0 else names[::-1]  # alternate who goes first
-        for name in order:
-            if before:
-                before()
-            runs[name].append(timed(variants[name]))
-    return runs
 
 
 def summarize(runs: dict[str, list[float]], numerator: str, denominator: str) -> dict[str, Any]:
@@ -292,21 +215,6 @@ def measure_size(
 
 
 # --- reporting --------------------------------------------------------------------------------
-
-
-def fmt_time(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    ms = seconds * 1e3
-    if ms >= 100:
-        return f"{ms:.0f} ms"
-    if ms >= 10:
-        return f"{ms:.1f} ms"
-    return f"{ms:.2f} ms"
-
-
-def fmt_ratio(ratio: float) -> str:
-    return f"{ratio:.2f}×" if ratio < 10 else f"{ratio:.0f}×"
 
 
 def table_md(sizes: dict[str, dict[str, Any]]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -12,11 +13,15 @@ from typing import TYPE_CHECKING, Any
 from resume_lab import state_keys as keys
 from resume_lab.checkpoint import (
     CheckpointError,
+    SaveError,
+    file_digest,
     fsync_dir,
     load_checkpoint,
     manifest_path,
+    read_manifest,
     remove_stale_temp_files,
     temp_path,
+    verify,
 )
 from resume_lab.loop import EARLY_STOPPING, STOP_AFTER, TIME_BUDGET
 from resume_lab.resume import save_training
@@ -94,9 +99,78 @@ def publish(source: Path, target: Path) -> None:
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())
         os.replace(tmp, target)
-        fsync_dir(target.parent)
+    except OSError as err:
+        raise SaveError(target, err) from err
     finally:
         tmp.unlink(missing_ok=True)
+    fsync_dir(target.parent)
+
+
+# The names a restart looks for. Each is published from a file saved under a name of its own
+# (step-NNNNNN.pt, best-NNNNNN.pt), never written in place.
+PUBLISHED = ("last.pt", "best.pt")
+
+
+def publish_pair(snapshot: Path, target: Path) -> None:
+    """Publish a saved checkpoint and its manifest under a fixed name, checkpoint first.
+
+    Two renames cannot be one atomic step. A kill between them leaves `target` holding the
+    snapshot's bytes beside the previous manifest; finish_interrupted_publish() completes that
+    at the next start, because the snapshot's own manifest is still in the folder.
+    """
+    publish(snapshot, target)
+    publish(manifest_path(snapshot), manifest_path(target))
+
+
+def discard(path: Path) -> None:
+    """Delete a checkpoint and its manifest, manifest first: a kill in between leaves a .pt
+    that the next rotation or start-up still finds, never a manifest without its file."""
+    manifest_path(path).unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+
+
+def finish_interrupted_publish(folder: str | os.PathLike[str]) -> list[str]:
+    """At start-up, complete a publish_pair() that a kill cut short; returns what was done.
+
+    Such a kill leaves NAME.pt holding a numbered snapshot's bytes beside the manifest of the
+    previous publish (or none, at the first). If the manifest of a staged best-NNNNNN.pt, or of
+    a step-NNNNNN.pt for a later update than NAME.json, vouches for NAME.pt's size and SHA-256,
+    it is published as NAME.json. Anything else, such as a damaged file or an edited manifest,
+    is left for verify() to refuse. Staged best-NNNNNN files, published or not, are removed.
+    """
+    folder = Path(folder)
+    done = []
+    for target in (folder / name for name in PUBLISHED):
+        if not target.is_file():
+            continue
+        try:
+            verify(target)
+            continue  # the pair agrees
+        except CheckpointError:
+            pass
+        try:
+            previous = read_manifest(target)["step"] if manifest_path(target).exists() else -1
+        except CheckpointError:
+            continue  # a damaged manifest is not what a kill leaves
+        digest = file_digest(target)
+        for manifest in sorted(folder.glob("step-*.json")) + sorted(folder.glob("best-*.json")):
+            try:
+                recorded = json.loads(manifest.read_text("utf8"))
+            except (OSError, ValueError):
+                continue
+            if not isinstance(recorded, dict):
+                continue
+            # A staged best-NNNNNN.json exists only while its publish runs: proof of a cut.
+            staged = manifest.name.startswith("best-")
+            if not staged and recorded.get("step", -1) <= previous:
+                continue
+            if (recorded.get("bytes"), recorded.get("sha256")) == (digest.bytes, digest.sha256):
+                publish(manifest, manifest_path(target))
+                done.append(f"completed the publish of {target.name} that a kill interrupted")
+                break
+    for leftover in sorted(folder.glob("best-*.json")) + sorted(folder.glob("best-*.pt")):
+        discard(leftover.with_suffix(".pt"))
+    return done
 
 
 # --8<-- [start:checkpoint_callback]
@@ -139,11 +213,16 @@ class Checkpoint(Callback):
             self._best_is_new = True
 
     def on_boundary(self, trainer: Trainer) -> None:
-        if trainer.step % self.every == 0:
-            self.save(trainer)
+        # best.pt first: the state in last.pt says which update is best, so by the time a
+        # restart can resume from it, that update must be on disk.
         if self._best_is_new:
             self._best_is_new = False
-            save_training(trainer, self.folder / "best.pt")
+            staged = self.folder / f"best-{trainer.step:06d}.pt"  # published like last.pt
+            save_training(trainer, staged)
+            publish_pair(staged, self.folder / "best.pt")
+            discard(staged)
+        if trainer.step % self.every == 0:
+            self.save(trainer)
 
     def on_fit_end(self, trainer: Trainer, reason: str) -> None:
         # Preempted or finished: either way a restart must find this exact state in last.pt.
@@ -159,13 +238,11 @@ class Checkpoint(Callback):
             raise CheckpointError(
                 f"{snapshot}: reloaded step {state['step']}, saved {trainer.step}"
             )
-        # Two renames: if the process dies between them, last.pt and last.json disagree, a
-        # restart refuses them by digest, and the complete step-NNNNNN.pt pair is still here.
-        publish(snapshot, self.folder / "last.pt")
-        publish(manifest_path(snapshot), self.folder / "last.json")
+        # Two renames: if the process dies between them, last.pt and last.json disagree; the
+        # next start completes the publish from the step-NNNNNN.json that is still here.
+        publish_pair(snapshot, self.folder / "last.pt")
         for old in sorted(self.folder.glob("step-*.pt"), key=snapshot_step)[: -self.keep]:
-            old.unlink()
-            manifest_path(old).unlink(missing_ok=True)
+            discard(old)
 
     # --8<-- [end:checkpoint_callback]
 

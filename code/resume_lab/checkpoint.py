@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import hashlib
@@ -11,6 +12,7 @@ import os
 import pickle
 import platform
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -29,6 +31,19 @@ class CheckpointError(Exception):
     """A checkpoint or its manifest is missing, damaged, or does not match; nothing was loaded."""
 
 
+class SaveError(OSError):
+    """Saving failed on the disk's side (full, read-only, I/O error); the target was not replaced.
+
+    The message names the file and the cause; the original OSError is chained as __cause__ and its
+    errno is kept, so `err.errno == errno.ENOSPC` still tells a full disk.
+    """
+
+    def __init__(self, path: Path, cause: OSError) -> None:
+        reason = cause.strerror or str(cause) or type(cause).__name__
+        super().__init__(f"could not save {path}: {reason}; {path.name} was not replaced")
+        self.errno = cause.errno
+
+
 @dataclass(frozen=True)
 class FileDigest:
     bytes: int
@@ -40,23 +55,87 @@ class HashingWriter:
 
     torch.save only calls write() and flush() on a file object and never seeks back, so the
     digest of the bytes passed through here is the digest of the file: no second read pass.
+
+    On a fast disk SHA-256 is about as slow as the durable write itself, so hashing in line
+    would nearly double a save. A large write is hashed by a helper thread while this one
+    copies it into the file (both release the GIL), and the bytes written so far go to the disk
+    in the background (fdatasync), so the final fsync has little left to wait for. Use it in a
+    `with` block: leaving it waits for the helpers and raises a background sync's error.
     """
+
+    PARALLEL_MIN = 256 * 1024  # smaller writes are hashed inline: a hand-off would cost more
 
     def __init__(self, file: BinaryIO) -> None:
         self._file = file
         self._sha256 = hashlib.sha256()
         self._bytes = 0
+        self.error: OSError | None = None  # why a write failed: torch.save reports it vaguely
+        self._helpers: ThreadPoolExecutor | None = None  # started by the first large write
+        self._syncing: Future[None] | None = None
 
+    # --8<-- [start:hashing_writer]
     def write(self, data: bytes) -> int:
-        self._sha256.update(data)
         self._bytes += len(data)
-        return self._file.write(data)
+        try:
+            if len(data) < self.PARALLEL_MIN:
+                self._sha256.update(data)
+                return self._file.write(data)
+            return self._write_large(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def _write_large(self, data: bytes) -> int:
+        if self._helpers is None:
+            self._helpers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="checkpoint")
+        hashing = self._helpers.submit(self._sha256.update, data)
+        try:
+            written = self._file.write(data)
+        finally:
+            hashing.result()  # torch may free `data` once write() returns: the hash is done first
+        if self._syncing is None or self._syncing.done():
+            if self._syncing is not None:
+                self._syncing.result()  # a failed background sync must not go unnoticed
+            self._file.flush()
+            self._syncing = self._helpers.submit(fdatasync, self._file.fileno())
+        return written
+
+    # --8<-- [end:hashing_writer]
 
     def flush(self) -> None:
         self._file.flush()
 
+    def close(self) -> None:
+        """Wait for the helper threads; raise the background sync's error, if it had one."""
+        helpers, syncing, self._helpers, self._syncing = self._helpers, self._syncing, None, None
+        if helpers is None:
+            return
+        try:
+            if syncing is not None:
+                syncing.result()
+        except OSError as err:
+            self.error = err
+            raise
+        finally:
+            helpers.shutdown()
+
+    def __enter__(self) -> HashingWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            with contextlib.suppress(OSError):  # the error already on its way says more
+                self.close()
+
     def digest(self) -> FileDigest:
         return FileDigest(self._bytes, self._sha256.hexdigest())
+
+
+def fdatasync(fd: int) -> None:
+    """Push a file's written bytes to the disk (fsync where there is no fdatasync, as on macOS)."""
+    getattr(os, "fdatasync", os.fsync)(fd)
 
 
 def temp_path(path: Path) -> Path:
@@ -71,7 +150,7 @@ def fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     except OSError as err:  # a few filesystems cannot fsync a directory; nothing more to do there
         if err.errno != errno.EINVAL:
-            raise
+            raise OSError(err.errno, err.strerror, os.fspath(folder)) from err  # name the folder
     finally:
         os.close(fd)
 
@@ -80,20 +159,26 @@ def fsync_dir(folder: Path) -> None:
 def atomic_save(obj: Any, path: str | os.PathLike[str]) -> FileDigest:
     """torch.save `obj` so that `path` holds either the old file or the complete new one.
 
-    Returns the size and SHA-256 of the bytes written, computed while writing them.
+    Returns the size and SHA-256 of the bytes written, computed while writing them. A failing
+    disk raises SaveError, which names the file and the cause; `path` is then left as it was.
     """
     path = Path(path)
     tmp = temp_path(path)
     try:
-        with open(tmp, "wb") as f:
-            writer = HashingWriter(f)
+        with open(tmp, "wb") as f, HashingWriter(f) as writer:
             torch.save(obj, writer)
             f.flush()
             os.fsync(f.fileno())  # the bytes are on disk before any name points at them
         os.replace(tmp, path)  # atomic on POSIX: readers see the old file or the new one
-        fsync_dir(path.parent)  # the rename itself survives a power cut
+    except OSError as err:  # a full disk, a failed fsync or rename: say which file, and why
+        raise SaveError(path, err) from err
+    except RuntimeError:  # torch.save reports a failed write as "unexpected pos ..."
+        if writer.error is None:
+            raise  # not the disk: torch's own message says what could not be saved
+        raise SaveError(path, writer.error) from writer.error
     finally:
         tmp.unlink(missing_ok=True)  # after a failure; after success it is already gone
+    fsync_dir(path.parent)  # the rename itself survives a power cut
     return writer.digest()
 
 
@@ -109,9 +194,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        fsync_dir(path.parent)
+    except OSError as err:
+        raise SaveError(path, err) from err
     finally:
         tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
 
 
 def manifest_path(path: str | os.PathLike[str]) -> Path:
@@ -190,6 +277,17 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
             "it was not written by this lab"
         )
     return manifest
+
+
+def file_digest(path: str | os.PathLike[str]) -> FileDigest:
+    """Size and SHA-256 of a file, read in blocks."""
+    sha256 = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            sha256.update(block)
+            size += len(block)
+    return FileDigest(size, sha256.hexdigest())
 
 
 def _check(path: Path, manifest: dict[str, Any], size: int, sha256: str) -> None:

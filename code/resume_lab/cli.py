@@ -29,7 +29,12 @@ import torch
 from resume_lab import __version__
 from resume_lab import state_keys as keys
 from resume_lab.build import build_trainer
-from resume_lab.callbacks import Checkpoint, StopAfter, TimeBudget
+from resume_lab.callbacks import (
+    Checkpoint,
+    StopAfter,
+    TimeBudget,
+    finish_interrupted_publish,
+)
 from resume_lab.checkpoint import CheckpointError, load_checkpoint, read_manifest, verify
 from resume_lab.config import ConfigError, LabConfig
 from resume_lab.experiment import default_kill_at, demo_passed, format_report, run_demo
@@ -303,14 +308,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace, *, owns_process: bool = False) -> int:
     config = LabConfig(seed=args.seed, steps=args.steps, accum=args.accum)
     folder = writable_folder(args.output_dir)
+    for note in finish_interrupted_publish(folder):  # a save killed between its two renames
+        log(f"[train] {note}")
     resuming = (folder / "last.pt").exists() or (folder / "last.json").exists()
     if not resuming and (folder / FINAL).exists():
         raise UsageError(
             f"{folder / FINAL} exists but {folder / 'last.pt'} does not; choose a new --output-dir"
         )
     flag = PreemptionFlag()
-    # From here on SIGTERM/SIGINT only set a flag. When this call is the whole process, the
-    # handlers stay until exit, so a late second signal cannot change the exit status.
+    # From here on SIGTERM/SIGINT only set a flag. When this call is the whole process, they
+    # are ignored after training until exit, so a late signal cannot change the exit status.
     with flag.installed(restore=not owns_process):
         progress = Progress("train", config.steps, quiet=args.quiet)
         callbacks: list[Any] = [

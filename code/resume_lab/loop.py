@@ -94,14 +94,17 @@ class Trainer:
             # One update: `accum` micro-batches, fewer at the end of an epoch (a short window).
             window = list(islice(self.sampler.batches(self.epoch, self.micro), self.config.accum))
             window_examples = sum(len(indices) for indices in window)
-            loss_sum = torch.zeros(())
+            loss_sum = None
             for indices in window:
                 logits = self.model(self.data.x_train[indices])
                 # Summed loss over the window's example count: exact even for a short window.
                 loss = F.cross_entropy(logits, self.data.y_train[indices], reduction="sum")
                 loss = loss / window_examples
                 loss.backward()  # gradients add up in .grad across the window
-                loss_sum += loss.detach()  # stays a tensor: no sync in the hot path
+                if loss_sum is None:  # the first micro-batch starts the sum: no zeros to fill
+                    loss_sum = loss.detach().clone()
+                else:
+                    loss_sum += loss.detach()  # stays a tensor: no sync in the hot path
             # Pre-clip total norm; a NaN or inf gradient stops the run instead of zeroing weights.
             grad_norm = clip_grad_norm_(
                 self.model.parameters(), self.config.max_norm, error_if_nonfinite=True

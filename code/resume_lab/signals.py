@@ -35,15 +35,15 @@ class PreemptionFlag:
     def installed(
         self, signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT), *, restore: bool = True
     ) -> Iterator[PreemptionFlag]:
-        """Handle `signums` inside the block. restore=False keeps the handlers until the process
-        exits: a signal that lands after the save must not turn "saved, exit 75" into a kill."""
+        """Handle `signums` inside the block. restore=False ignores them after it, until the
+        process exits: a signal that lands after the save must not turn "saved, exit 75" into a
+        kill (and Python resets its own handlers to the default while it shuts down)."""
         previous = {signum: signal.signal(signum, self._handle) for signum in signums}
         try:
             yield self
         finally:
-            if restore:
-                for signum, handler in previous.items():
-                    signal.signal(signum, handler)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler if restore else signal.SIG_IGN)
 
 
 # --8<-- [end:preemption]

@@ -108,8 +108,9 @@ def test_failed_rename_leaves_no_temp_file(tmp_path: Path, monkeypatch):
         raise PermissionError("rename refused")
 
     monkeypatch.setattr(checkpoint.os, "replace", refuse)
-    with pytest.raises(PermissionError):
+    with pytest.raises(checkpoint.SaveError, match=r"last\.pt: rename refused; last\.pt was") as e:
         atomic_save({"other": torch.zeros(3)}, tmp_path / "last.pt")
+    assert isinstance(e.value.__cause__, PermissionError)
     assert (tmp_path / "last.pt").read_bytes() == before
     assert no_temp_files(tmp_path)
 
