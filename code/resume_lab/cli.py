@@ -35,7 +35,7 @@ from resume_lab.callbacks import (
     TimeBudget,
     finish_interrupted_publish,
 )
-from resume_lab.checkpoint import CheckpointError, load_checkpoint, read_manifest, verify
+from resume_lab.checkpoint import CheckpointError, SaveError, load_checkpoint, read_manifest, verify
 from resume_lab.config import ConfigError, LabConfig
 from resume_lab.experiment import default_kill_at, demo_passed, format_report, run_demo
 from resume_lab.loop import PREEMPTED
@@ -48,6 +48,7 @@ from resume_lab.signals import PreemptionFlag
 EXIT_OK = 0
 EXIT_REJECTED = 1  # a checkpoint failed verification, or the demo's A == B contract failed
 EXIT_USAGE = 2  # bad option value, unwritable output folder, checkpoint of another configuration
+EXIT_SAVE_FAILED = 74  # EX_IOERR: a checkpoint could not be written (disk full?); last.pt intact
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose, last.pt saved; rerun the same command
 EXIT_INTERRUPTED = 130  # Ctrl-C outside training (the demo, start-up)
 # --8<-- [end:exit_codes]
@@ -71,6 +72,8 @@ exit codes:
        or the demo's contract failed
   2    usage error: a bad option value, an unwritable output folder, a checkpoint made with
        another configuration
+  74   a checkpoint could not be written (a full disk, say): the previous one is intact;
+       free space and rerun the same command
   75   preempted (SIGTERM, SIGINT, --time-budget or --stop-after): DIR/last.pt is saved;
        rerun the same command to resume
   130  interrupted by Ctrl-C outside training
@@ -427,6 +430,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_REJECTED
+    except SaveError as err:
+        print(
+            f"resume-lab {args.command}: error: {err}; free space or fix the folder, then rerun "
+            "the same command to resume from the previous checkpoint",
+            file=sys.stderr,
+        )
+        return EXIT_SAVE_FAILED
     except KeyboardInterrupt:
         print(f"resume-lab {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from resume_lab.cli import (
     EXIT_OK,
     EXIT_PREEMPTED,
     EXIT_REJECTED,
+    EXIT_SAVE_FAILED,
     EXIT_USAGE,
     main,
     normalise_argv,
@@ -144,6 +147,26 @@ def test_train_rejects_tampered_checkpoint_and_overwrites_nothing(tmp_path: Path
     code, _, err = run(argv, capsys)
     assert code == EXIT_REJECTED
     assert_one_line_error(err, "last.pt does not match last.json", "step-000004.pt verifies")
+    assert snapshot(folder) == before
+
+
+def test_a_full_disk_is_one_line_and_keeps_the_previous_checkpoint(
+    tmp_path: Path, capsys, monkeypatch
+):
+    folder = tmp_path / "run"
+    argv = ["train", "--output-dir", str(folder), "--steps", "20", "--save-every", "2", "--quiet"]
+    assert run([*argv, "--stop-after", "3"], capsys)[0] == EXIT_PREEMPTED
+    before = snapshot(folder)
+
+    def full_disk(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    code, _, err = run(argv, capsys)
+    assert code == EXIT_SAVE_FAILED
+    progress, error = err.rstrip("\n").rsplit("\n", 1)  # --quiet keeps the plain log lines
+    assert "Traceback" not in progress
+    assert_one_line_error(error, "No space left on device", "rerun the same command")
     assert snapshot(folder) == before
 
 
