@@ -57,7 +57,8 @@ def run_interrupted(
     # Delete every training object: from here on, only the files carry state.
     model_alive = weakref.ref(first.model)
     del first
-    gc.collect()
+    if model_alive() is not None:  # only a reference cycle could still hold it
+        gc.collect()
     assert model_alive() is None, "a training object outlived the 'kill'"
 
     # A new process would start with its own seed; resume() must make that irrelevant.
