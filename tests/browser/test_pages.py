@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -17,6 +18,9 @@ SITE_DESCRIPTION = " ".join(mkdocs_config().get("site_description", "").split())
 RAW_MATH = re.compile(r"\\\(|\\\[")
 
 
+KEEP_SCREENSHOTS = bool(os.environ.get("SCREENSHOT_DIR"))
+
+
 class Reading(Book):
     """The site read once from the first page by the "Next" links; at each page its facts,
     a screenshot, then every code block copied with its button."""
@@ -30,7 +34,8 @@ class Reading(Book):
         number = next((n for n, p in enumerate(NAV, 1) if p.url == tab.path), 0)
         name = tab.path.removesuffix(".html").replace("/", "_")
         shot = self.screenshot_dir / f"{number:02d}-{name}.png"
-        tab.page.screenshot(path=shot, full_page=True)
+        # Whole pages (slow) when kept, as CI keeps them; otherwise what a reader first sees.
+        tab.page.screenshot(path=shot, full_page=KEEP_SCREENSHOTS)
         copies = tab.copy_every_block(as_a_reader=not self.clicked)
         self.clicked = self.clicked or any(c.get("clicked") for c in copies)
         return shot, copies
