@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from quoted_results import quoted_paths, unresolved
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "performance.py"
 COMMITTED = ROOT / "docs" / "assets" / "bench" / "performance.json"
 PAGE = ROOT / "docs" / "performance.md"
-PLACEHOLDER = re.compile(r"\{\{\s*bench\.performance\.(?P<path>[a-z0-9_.]+)\s*\}\}")
 SECTIONS = ("sampler", "save", "verify_load", "loop", "suite", "targets")
 TABLES = ("table_md", "sampler_table_md", "save_table_md", "load_table_md")
 PROVENANCE = (
@@ -150,14 +150,8 @@ def test_committed_results_are_a_full_run(committed: dict):
 
 
 def test_every_number_the_page_quotes_is_in_the_committed_results(committed: dict):
-    paths = PLACEHOLDER.findall(PAGE.read_text("utf8"))
-    assert paths, "the page quotes no benchmark results"
-    for path in paths:
-        value = committed
-        for key in path.split("."):
-            assert isinstance(value, dict) and key in value, f"no {path!r} in {COMMITTED.name}"
-            value = value[key]
-        assert isinstance(value, str | int | float), path
+    assert quoted_paths(PAGE, "performance"), "the page quotes no benchmark results"
+    assert not unresolved(PAGE, "performance", committed)
 
 
 def test_the_committed_numbers_support_what_the_page_says(committed: dict):

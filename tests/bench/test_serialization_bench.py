@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 
 import pytest
+from quoted_results import quoted_paths, unresolved
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "serialization.py"
 COMMITTED = ROOT / "docs" / "assets" / "bench" / "serialization.json"
 PAGE = ROOT / "docs" / "safetensors.md"
-PLACEHOLDER = re.compile(r"\{\{\s*bench\.serialization\.(?P<path>[a-z0-9_.]+)\s*\}\}")
 OPERATIONS = ("save", "eager_load", "lazy_open", "one_tensor")
 PROVENANCE = (
     "date",
@@ -98,14 +98,8 @@ def test_committed_results_are_a_full_run(committed: dict):
 
 
 def test_every_number_the_page_quotes_is_in_the_committed_results(committed: dict):
-    paths = PLACEHOLDER.findall(PAGE.read_text("utf8"))
-    assert paths, "the page quotes no benchmark results"
-    for path in paths:
-        value = committed
-        for key in path.split("."):
-            assert isinstance(value, dict) and key in value, f"no {path!r} in {COMMITTED.name}"
-            value = value[key]
-        assert isinstance(value, str | int | float), path
+    assert quoted_paths(PAGE, "serialization"), "the page quotes no benchmark results"
+    assert not unresolved(PAGE, "serialization", committed)
 
 
 def test_the_committed_numbers_support_what_the_page_says(committed: dict):

@@ -7,14 +7,13 @@ the file; the checkpoint and resume pages read it through `{{ bench.campaign.KEY
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from campaign import MINIMUMS, ROOT
+from quoted_results import quoted_paths, unresolved
 
 COMMITTED = ROOT / "docs" / "assets" / "bench" / "campaign.json"
 PAGES = [ROOT / "docs" / "checkpoints.md", ROOT / "docs" / "exact-resume.md"]
-PLACEHOLDER = re.compile(r"\{\{\s*bench\.campaign\.(?P<path>[a-z0-9_.]+)\s*\}\}")
 # Every part of the full campaign records one section.
 SECTIONS = {
     "kills",
@@ -55,11 +54,5 @@ def test_the_committed_figures_are_one_complete_full_run(committed: dict):
 
 def test_every_figure_the_pages_quote_is_in_the_committed_results(committed: dict):
     for page in PAGES:
-        paths = PLACEHOLDER.findall(page.read_text("utf8"))
-        assert paths, f"{page.name} quotes no campaign figures"
-        for path in paths:
-            value = committed
-            for key in path.split("."):
-                assert isinstance(value, dict) and key in value, f"{page.name}: no {path!r}"
-                value = value[key]
-            assert isinstance(value, str | int | float), path
+        assert quoted_paths(page, "campaign"), f"{page.name} quotes no campaign figures"
+        assert not unresolved(page, "campaign", committed)
