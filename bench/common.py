@@ -18,6 +18,10 @@ from typing import Any
 
 import torch
 
+ROOT = Path(__file__).resolve().parent.parent
+# Where `make bench` writes its results; the site reads them from here.
+RESULTS_DIR = ROOT / "docs" / "assets" / "bench"
+
 # --- provenance -------------------------------------------------------------------------------
 
 

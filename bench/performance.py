@@ -60,6 +60,8 @@ from resume_lab.sampler import StepIndexedSampler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/common.py, however we are run
 from common import (
+    RESULTS_DIR,
+    ROOT,
     fmt_time,
     load_average,
     machine,
@@ -69,8 +71,6 @@ from common import (
     versions,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS_DIR = ROOT / "docs" / "assets" / "bench"
 NAME = "performance"
 CONTRACT_TESTS = "tests/lab/test_lab_contract.py"
 GB = 10**9  # throughput and "about 1 GB" sizes are decimal; byte counts are given exactly

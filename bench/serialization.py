@@ -38,6 +38,7 @@ from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/common.py, however we are run
 from common import (
+    RESULTS_DIR,
     fmt_ratio,
     fmt_time,
     load_average,
@@ -47,8 +48,6 @@ from common import (
     versions,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS_DIR = ROOT / "docs" / "assets" / "bench"
 NAME = "serialization"
 
 MIB = 1 << 20
