@@ -55,7 +55,13 @@ def flatten_containers(text: str) -> str:
             while body_indents and width < body_indents[-1]:
                 body_indents.pop()
         dedent = body_indents[-1] if body_indents else 0
-        out.append(line[dedent:] if line[:dedent].strip() == "" else line)
+        if not line.strip():
+            # A blank line may be shorter than the indent; slicing it would drop its newline.
+            out.append(line.lstrip(" \t"))
+        elif line[:dedent].strip() == "":
+            out.append(line[dedent:])
+        else:
+            out.append(line)
         opener = CONTAINER_START.match(line)
         if opener:
             body_indents.append(len(opener["indent"]) + 4)

@@ -62,18 +62,20 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         text=True,
         check=False,
     )
-    outcomes = {"output": run.stdout}
+    # Only the tracebacks: with CI set, pytest's summary lines repeat whole messages.
+    failures = run.stdout.partition(" FAILURES ")[2].partition(" short test summary info ")[0]
+    outcomes = {"output": run.stdout, "tracebacks": failures}
     for line in run.stdout.splitlines():
         if line.startswith(("FAILED docs/", "PASSED docs/")):
             outcome, item = line.split()[:2]
             outcomes[item.removeprefix("docs/").split(".md")[0]] = outcome.lower()
-    assert set(outcomes) == {*PAGES, "output"}, run.stdout + run.stderr
+    assert set(outcomes) == {*PAGES, "output", "tracebacks"}, run.stdout + run.stderr
     return outcomes
 
 
 def test_a_failing_snippet_names_its_own_file_and_line(report):
     assert report["whole"] == report["section"] == "failed"
-    assert report["output"].count("snippets/sample.py:4 in <module>") == 2
+    assert report["tracebacks"].count("snippets/sample.py:4 in <module>") == 2
     assert "the asserted value is wrong" in report["output"]
 
 
@@ -98,4 +100,10 @@ def test_a_missing_include_fails_with_its_name(report):
 
 def test_line_numbers_of_page_code_match_the_page(report):
     assert report["numbered"] == "failed"
-    assert "docs/numbered.md:7 in <module>" in report["output"]
+    assert "docs/numbered.md:7 in <module>" in report["tracebacks"]
+
+
+def test_line_numbers_inside_containers_match_the_page(report):
+    # The blank line under `=== "Tab"` is kept, so the fence body stays on line 4.
+    assert "docs/tab.md:4 in <module>" in report["tracebacks"]
+    assert "docs/note.md:3 in <module>" in report["tracebacks"]
