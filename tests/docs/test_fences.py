@@ -19,7 +19,7 @@ INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<target>[^"]+)"\s*$', re.M)
 def collected_per_page() -> Counter:
     """How many items pytest itself collects from each page."""
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "docs"],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "--color=no", "docs"],
         cwd=ROOT,
         capture_output=True,
         text=True,
