@@ -6,12 +6,20 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from resume_lab.callbacks import Callback
-from resume_lab.loop import COMPLETED
+from resume_lab.loop import COMPLETED, EARLY_STOPPING, SIGNAL, STOP_AFTER, TIME_BUDGET
 
 if TYPE_CHECKING:
     from resume_lab.loop import Trainer
 
 BAR_WIDTH = 30
+# How the last line says why fit() returned.
+ENDINGS = {
+    COMPLETED: "completed",
+    EARLY_STOPPING: "stopped early (no better validation accuracy)",
+    SIGNAL: "stopped by a signal",
+    TIME_BUDGET: "stopped: --time-budget used up",
+    STOP_AFTER: "stopped by --stop-after",
+}
 
 
 class Progress(Callback):
@@ -58,4 +66,4 @@ class Progress(Callback):
         if reason == COMPLETED and trainer.step < self.total:
             self.line(f"paused at update {trainer.step}")  # fit() was asked to stop here
         else:
-            self.line(f"{reason.replace('_', ' ')} at update {trainer.step}")
+            self.line(f"{ENDINGS.get(reason, reason)} at update {trainer.step}")
