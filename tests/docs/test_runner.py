@@ -54,7 +54,13 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (project / "docs").mkdir()
     for name, text in PAGES.items():
         (project / "docs" / f"{name}.md").write_text(text)
-    args = ["--markdown-docs", "--markdown-docs-syntax=superfences", "-p", "no:cacheprovider", "--color=no"]
+    args = [
+        "--markdown-docs",
+        "--markdown-docs-syntax=superfences",
+        "-p",
+        "no:cacheprovider",
+        "--color=no",
+    ]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", *args, "-rA", "docs"],
         cwd=project,
