@@ -2,7 +2,7 @@
 
 Each start of Python + torch costs a second or two, so these are the only subprocess tests,
 and the two that only repeat in a real process what in-process tests already prove are marked
-slow (`make test` deselects them; `pytest tests/lab` runs them).
+slow (`make test` deselects them; `make test-all` runs them).
 """
 
 from __future__ import annotations
