@@ -607,23 +607,40 @@ def time_saves(checkpoint: Checkpoint) -> list[tuple[float, float]]:
 
 
 # --8<-- [start:bare_loop]
-def bare_loop(config: LabConfig, data, updates: int) -> tuple[dict[str, float], nn.Module]:
-    """The Trainer's arithmetic and nothing else: no events, no history, no clocks."""
-    objects = build_trainer(config, init_seed=0, data=data)  # the same fresh objects
-    model, optimizer, scheduler = objects.model, objects.optimizer, objects.scheduler
-    sampler, x, y = objects.sampler, data.x_train, data.y_train
-    per_epoch, micro_batch = sampler.micro_batches_per_epoch, config.micro_batch
+def bare_loop(
+    config: LabConfig,
+    data,
+    updates: int,
+) -> tuple[dict[str, float], nn.Module]:
+    """The Trainer's arithmetic and nothing else:
+    no events, no history, no clocks."""
+    # the same fresh objects
+    objects = build_trainer(config, init_seed=0, data=data)
+    model, optimizer = objects.model, objects.optimizer
+    scheduler, sampler = objects.scheduler, objects.sampler
+    x, y = data.x_train, data.y_train
+    per_epoch = sampler.micro_batches_per_epoch
+    micro_batch = config.micro_batch
     model.train()
     wall, cpu = time.perf_counter(), time.thread_time()
     epoch, micro, order = 0, 0, sampler.order(0)
     for step in range(1, updates + 1):
         stop = min(micro + config.accum, per_epoch)
-        window = [order[i * micro_batch : (i + 1) * micro_batch] for i in range(micro, stop)]
+        window = [
+            order[i * micro_batch : (i + 1) * micro_batch]
+            for i in range(micro, stop)  # this update's micro-batches
+        ]
         examples = sum(len(indices) for indices in window)
         for indices in window:
-            loss = F.cross_entropy(model(x[indices]), y[indices], reduction="sum") / examples
+            logits = model(x[indices])
+            loss = F.cross_entropy(logits, y[indices], reduction="sum")
+            loss = loss / examples
             loss.backward()
-        clip_grad_norm_(model.parameters(), config.max_norm, error_if_nonfinite=True)
+        clip_grad_norm_(
+            model.parameters(),
+            config.max_norm,
+            error_if_nonfinite=True,
+        )
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
@@ -633,7 +650,10 @@ def bare_loop(config: LabConfig, data, updates: int) -> tuple[dict[str, float], 
             order = sampler.order(epoch)
         if config.eval_every and step % config.eval_every == 0:
             evaluate(model, data.x_val, data.y_val)
-    return {"wall": time.perf_counter() - wall, "cpu": time.thread_time() - cpu}, model
+    return {
+        "wall": time.perf_counter() - wall,
+        "cpu": time.thread_time() - cpu,
+    }, model
 
 
 # --8<-- [end:bare_loop]

@@ -1,4 +1,5 @@
-"""Accumulating K micro-batches gives the large-batch gradient, if the loss is scaled right."""
+"""Accumulating K micro-batches gives the large-batch gradient, if the loss is
+scaled right."""
 
 import torch
 import torch.nn as nn
@@ -11,9 +12,12 @@ N = len(labels)  # examples in the window: one update's worth
 
 
 def flat_grad(chunk_sizes: list[int], divisor) -> torch.Tensor:
-    """Backward once per chunk with loss = summed loss / divisor(chunk size); return all grads."""
+    """Backward once per chunk with loss = summed loss / divisor(chunk size);
+    return all grads."""
     net.zero_grad(set_to_none=True)
-    for xb, yb in zip(inputs.split(chunk_sizes), labels.split(chunk_sizes), strict=True):
+    for xb, yb in zip(
+        inputs.split(chunk_sizes), labels.split(chunk_sizes), strict=True
+    ):
         summed = F.cross_entropy(net(xb), yb, reduction="sum")
         (summed / divisor(len(yb))).backward()  # .grad += this chunk's gradient
     return torch.cat([p.grad.flatten() for p in net.parameters()])
@@ -32,20 +36,24 @@ forgot_k = flat_grad([8] * K, lambda n: n)  # the bug: means, never divided by K
 
 # A short tail: chunks of 12, 12 and 8 make a window of three micro-batches.
 uneven = [12, 12, 8]
-mean_over_k = flat_grad(uneven, lambda n: n * len(uneven))  # wrong: the 8 weigh as much as 12
-sum_over_n = flat_grad(uneven, lambda n: N)  # right: summed losses over the window's examples
+# Wrong: the 8 weigh as much as 12.
+mean_over_k = flat_grad(uneven, lambda n: n * len(uneven))
+# Right: summed losses over the window's examples.
+sum_over_n = flat_grad(uneven, lambda n: N)
 
 err_accumulated = worst(accumulated, big_batch)
 err_forgot = worst(forgot_k, K * big_batch)
 err_mean_over_k = worst(mean_over_k, big_batch)
 err_sum_over_n = worst(sum_over_n, big_batch)
 
-# Contracts. Round-off is ~1e-8 for float32 gradients of this size; the bug is far above it.
+# Contracts. Round-off is ~1e-8 for float32 gradients of this size; the bug is
+# far above it.
 assert err_accumulated < 1e-7
 assert err_sum_over_n < 1e-7
 assert 1e-3 < err_mean_over_k < 1e-1
 assert err_mean_over_k > 1e5 * err_sum_over_n
-# Forgetting 1/K multiplies the accumulated gradient by exactly K (K = 4 is a power of two)...
+# Forgetting 1/K multiplies the accumulated gradient by exactly K (K = 4 is a
+# power of two)...
 assert torch.equal(forgot_k, K * accumulated)
 # ...and so matches K x the big batch only to round-off, not bitwise.
 assert 0 < err_forgot < 1e-6
@@ -55,4 +63,7 @@ print(f"  {K} x 8, mean / K        {err_accumulated:.2e}")
 print(f"  {K} x 8, forgot / K      {err_forgot:.2e}")
 print(f"  12+12+8, mean / K      {err_mean_over_k:.2e}")
 print(f"  12+12+8, sum / {N}      {err_sum_over_n:.2e}")
-print(f"forgot / K == {K} x accumulated, bitwise: {torch.equal(forgot_k, K * accumulated)}")
+print(
+    f"forgot / K == {K} x accumulated, bitwise: "
+    f"{torch.equal(forgot_k, K * accumulated)}"
+)

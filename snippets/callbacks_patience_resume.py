@@ -1,4 +1,5 @@
-"""Early stopping across a restart: with and without the callback's state in the checkpoint."""
+"""Early stopping across a restart: with and without the callback's state in
+the checkpoint."""
 
 import torch
 
@@ -9,7 +10,8 @@ from resume_lab.experiment import tensors_equal
 from resume_lab.loop import EARLY_STOPPING
 from resume_lab.resume import resume, save_training
 
-torch.set_num_threads(1)  # bitwise comparisons need the same thread count on both sides
+# Bitwise comparisons need the same thread count on both sides.
+torch.set_num_threads(1)
 # Evaluate every 2 updates, stop after 3 evaluations without improvement.
 config = LabConfig(steps=60, eval_every=2, patience=3)
 
@@ -23,7 +25,8 @@ a = build_trainer(config, init_seed=config.seed)
 assert a.fit(config.steps) == EARLY_STOPPING
 best_step = stopper(a).best_step
 
-# B: killed one evaluation before A stopped, while the patience counter is running.
+# B: killed one evaluation before A stopped, while the patience counter is
+# running.
 kill_at = a.step - config.eval_every
 b = build_trainer(config, init_seed=config.seed)
 b.fit(kill_at)
@@ -40,20 +43,25 @@ assert restored.step == a.step
 assert stopper(restored).state_dict() == stopper(a).state_dict()
 assert tensors_equal(restored.model.state_dict(), a.model.state_dict())
 
-# Resumed with everything EXCEPT the callback's state: its patience starts again from zero.
+# Resumed with everything EXCEPT the callback's state: its patience starts
+# again from zero.
 forgetful = build_trainer(config, init_seed=config.seed + 1)
 resume(forgetful, "last.pt")
-forgetful.callbacks = [EarlyStopping(config.patience)]  # a fresh counter: best -1.0, bad 0
+# A fresh counter: best -1.0, bad 0.
+forgetful.callbacks = [EarlyStopping(config.patience)]
 assert forgetful.fit(config.steps) == EARLY_STOPPING
 assert forgetful.step > a.step  # it trains past the point where A stopped
-assert stopper(forgetful).best_step != best_step  # and "best" now names another update
+# And "best" now names another update.
+assert stopper(forgetful).best_step != best_step
 assert not tensors_equal(forgetful.model.state_dict(), a.model.state_dict())
 
 print(
-    f"A (uninterrupted):        best at update {best_step}, stopped at update {a.step}\n"
+    f"A (uninterrupted):        best at update {best_step}, "
+    f"stopped at update {a.step}\n"
     f"killed at update {kill_at}:      best {saved['best']:.4f}, "
     f"{saved['bad']} evaluations without improvement\n"
-    f"resumed with its state:   stopped at update {restored.step}, bitwise equal to A\n"
+    f"resumed with its state:   stopped at update {restored.step}, "
+    "bitwise equal to A\n"
     f"resumed without it:       stopped at update {forgetful.step}, "
     f"best at update {stopper(forgetful).best_step}"
 )

@@ -1,18 +1,26 @@
-"""What clip_grad_norm_ returns and what it does to the gradients, one contract at a time."""
+"""What clip_grad_norm_ returns and what it does to the gradients, one contract
+at a time."""
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
+from torch.nn.utils import (
+    clip_grad_norm_,
+    clip_grad_value_,
+    clip_grads_with_norm_,
+    get_total_norm,
+)
 
 MAX_NORM = 1.0
 
 
 def model_with_grads() -> nn.Module:
-    """The same small model with the same (large) gradients every time it is called."""
+    """The same small model with the same (large) gradients every time it is
+    called."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(12, 32), nn.Tanh(), nn.Linear(32, 4))
-    model(torch.randn(64, 12)).pow(2).sum().backward()  # a loss chosen to give a big gradient
+    # A loss chosen to give a big gradient.
+    model(torch.randn(64, 12)).pow(2).sum().backward()
     return model
 
 
@@ -23,35 +31,42 @@ def flat_grad(model: nn.Module) -> torch.Tensor:
 
 model = model_with_grads()
 before = flat_grad(model)
-by_hand = before.pow(2).sum().sqrt()  # the L2 norm of every gradient entry together
+# The L2 norm of every gradient entry together.
+by_hand = before.pow(2).sum().sqrt()
 assert by_hand > MAX_NORM  # so clipping has something to do
 
-# 1. The return value is the total norm BEFORE clipping: the number worth logging.
+# 1. The return value is the total norm BEFORE clipping: the number worth
+# logging.
 pre_clip = clip_grad_norm_(model.parameters(), max_norm=MAX_NORM)
 torch.testing.assert_close(pre_clip, by_hand)
 
-# 2. Every gradient was multiplied, in place, by one coefficient: min(1, max_norm / (norm + 1e-6)).
+# 2. Every gradient was multiplied, in place, by one coefficient:
+# min(1, max_norm / (norm + 1e-6)).
 coef = min(1.0, MAX_NORM / (pre_clip.item() + 1e-6))
 after = flat_grad(model)
 torch.testing.assert_close(after, before * coef)
 
-# 3. So the direction is unchanged and the new norm is max_norm, short by the 1e-6 guard only.
+# 3. So the direction is unchanged and the new norm is max_norm, short by the
+# 1e-6 guard only.
 assert F.cosine_similarity(after, before, dim=0) > 1 - 1e-6
 post_clip = after.norm()
 torch.testing.assert_close(post_clip, torch.tensor(MAX_NORM), atol=1e-6, rtol=0)
 
-# 4. A threshold above the norm multiplies by exactly 1.0: the gradients keep every bit.
+# 4. A threshold above the norm multiplies by exactly 1.0: the gradients keep
+# every bit.
 untouched = model_with_grads()
 clip_grad_norm_(untouched.parameters(), max_norm=1e6)
 assert torch.equal(flat_grad(untouched), before)
 
-# 5. The two public halves (torch >= 2.6) do the same arithmetic: bitwise equal results.
+# 5. The two public halves (torch >= 2.6) do the same arithmetic: bitwise
+# equal results.
 two_step = model_with_grads()
 total = get_total_norm([p.grad for p in two_step.parameters()])
 clip_grads_with_norm_(two_step.parameters(), MAX_NORM, total)
 assert torch.equal(total, pre_clip) and torch.equal(flat_grad(two_step), after)
 
-# 6. clip_grad_value_ clamps each entry on its own: bounded entries, a different direction.
+# 6. clip_grad_value_ clamps each entry on its own: bounded entries, a
+# different direction.
 VALUE = 0.01
 by_value = model_with_grads()
 clip_grad_value_(by_value.parameters(), clip_value=VALUE)
@@ -60,5 +75,11 @@ assert clamped.abs().max() <= VALUE
 cosine = F.cosine_similarity(clamped, before, dim=0)
 assert cosine < 0.99, cosine
 
-print(f"pre-clip norm {pre_clip.item():.4f} -> post-clip norm {post_clip.item():.6f}")
-print(f"clip_grad_value_({VALUE}): cosine with the unclipped gradient {cosine.item():.3f}")
+print(
+    f"pre-clip norm {pre_clip.item():.4f} -> "
+    f"post-clip norm {post_clip.item():.6f}"
+)
+print(
+    f"clip_grad_value_({VALUE}): cosine with the unclipped gradient "
+    f"{cosine.item():.3f}"
+)

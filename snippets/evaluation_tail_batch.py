@@ -8,7 +8,8 @@ from resume_lab.evaluate import EVAL_BATCH, evaluate
 from resume_lab.model import build_model
 
 torch.manual_seed(0)
-model = build_model()  # untrained: the arithmetic, not the accuracy, is the point here
+# Untrained: the arithmetic, not the accuracy, is the point here.
+model = build_model()
 data = make_blobs(data_seed=0)
 x, y = data.x_train[:410], data.y_train[:410]  # 410 = 200 + 200 + a tail of 10
 sizes = [len(yb) for yb in y.split(EVAL_BATCH)]
@@ -25,21 +26,31 @@ assert abs(metrics["val_loss"] - per_example_loss.mean().item()) < 1e-6
 assert metrics["val_accuracy"] == per_example_correct.sum().item() / len(y)
 
 # Wrong: average each batch, then average the averages.
-loss_means = [chunk.mean().item() for chunk in per_example_loss.split(EVAL_BATCH)]
-acc_means = [chunk.mean().item() for chunk in per_example_correct.split(EVAL_BATCH)]
+loss_means = [
+    chunk.mean().item() for chunk in per_example_loss.split(EVAL_BATCH)
+]
+acc_means = [
+    chunk.mean().item() for chunk in per_example_correct.split(EVAL_BATCH)
+]
 mean_of_loss_means = sum(loss_means) / len(loss_means)
 mean_of_acc_means = sum(acc_means) / len(acc_means)
-assert acc_means[-1] == 0.0  # by chance, the untrained model gets all ten tail examples wrong
+# By chance, the untrained model gets all ten tail examples wrong.
+assert acc_means[-1] == 0.0
 assert abs(mean_of_acc_means - metrics["val_accuracy"]) > 0.05
 
-# Why: in a mean of batch means each example weighs 1 / (number of batches * its batch size).
+# Why: in a mean of batch means each example weighs
+# 1 / (number of batches * its batch size).
 overweight = sizes[0] // sizes[-1]
 assert overweight == 20
 
 print(f"{len(y)} examples in batches of {', '.join(map(str, sizes))}")
 print(
-    f"sums / counts:       loss {metrics['val_loss']:.4f}, accuracy {metrics['val_accuracy']:.4f}"
+    f"sums / counts:       loss {metrics['val_loss']:.4f}, "
+    f"accuracy {metrics['val_accuracy']:.4f}"
 )
-print(f"mean of batch means: loss {mean_of_loss_means:.4f}, accuracy {mean_of_acc_means:.4f}")
+print(
+    f"mean of batch means: loss {mean_of_loss_means:.4f}, "
+    f"accuracy {mean_of_acc_means:.4f}"
+)
 print(f"accuracy per batch: {', '.join(f'{a:.3f}' for a in acc_means)}")
 print(f"each tail example weighs {overweight}x an example of a full batch")

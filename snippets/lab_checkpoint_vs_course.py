@@ -1,4 +1,5 @@
-"""Why the lab's checkpoint is bigger than the 2.8 text's 88,341-byte file, measured."""
+"""Why the lab's checkpoint is bigger than the 2.8 text's 88,341-byte file,
+measured."""
 
 import io
 import itertools
@@ -15,7 +16,8 @@ from resume_lab.resume import save_training, training_state
 torch.set_num_threads(1)
 KILL_AT = 50  # where the demo stops run B with its default configuration
 
-# The 2.8 text's run (same model, same stopping point): its file and the parts it named.
+# The 2.8 text's run (same model, same stopping point): its file and the parts
+# it named.
 COURSE = {
     "total": 88_341,
     "parameters": 22_032,
@@ -32,11 +34,15 @@ ours = checkpoint_bytes("last.pt")
 # The four big parts have exactly the sizes the 2.8 run reported ...
 for part in ("parameters", "optimizer_moments", "rng_torch", "rng_numpy"):
     assert ours[part] == COURSE[part], (part, ours[part])
-course_rest = COURSE["total"] - sum(v for part, v in COURSE.items() if part != "total")
-assert course_rest == 12_197  # its "about 12 KB": Python RNG state, counters, ZIP headers
+course_rest = COURSE["total"] - sum(
+    v for part, v in COURSE.items() if part != "total"
+)
+# Its "about 12 KB": Python RNG state, counters, ZIP headers.
+assert course_rest == 12_197
 
 
-# ... so the difference lies in what else the lab stores. Take it off, one layer at a time.
+# ... so the difference lies in what else the lab stores. Take it off, one
+# layer at a time.
 def saved_size(state: dict) -> int:
     buffer = io.BytesIO()
     torch.save(state, buffer)
@@ -48,12 +54,19 @@ def drop_history(state: dict) -> None:
 
 
 def drop_bookkeeping(state: dict) -> None:
-    for key in (keys.CONFIG, keys.VERSIONS, keys.CALLBACKS, keys.SAMPLER, keys.FORMAT):
+    for key in (
+        keys.CONFIG,
+        keys.VERSIONS,
+        keys.CALLBACKS,
+        keys.SAMPLER,
+        keys.FORMAT,
+    ):
         del state[key]
 
 
 def python_rng_as_tuple(state: dict) -> None:
-    state[keys.RNG]["python"] = random.getstate()  # 625 pickled ints instead of an int64 tensor
+    # 625 pickled ints instead of an int64 tensor.
+    state[keys.RNG]["python"] = random.getstate()
 
 
 state = training_state(trainer)
@@ -67,13 +80,19 @@ for label, strip in [
     strip(state)
     sizes.append((label, saved_size(state)))
 
-savings = [before - after for (_, before), (_, after) in itertools.pairwise(sizes)]
-assert all(s > 0 for s in savings) and savings[0] == max(savings)  # history is the largest
+savings = [
+    before - after for (_, before), (_, after) in itertools.pairwise(sizes)
+]
+# History is the largest.
+assert all(s > 0 for s in savings) and savings[0] == max(savings)
 lean = sizes[-1][1]
-assert abs(lean - COURSE["total"]) < 0.01 * COURSE["total"]  # what is left: within 1 %
+# What is left: within 1 %.
+assert abs(lean - COURSE["total"]) < 0.01 * COURSE["total"]
 
 print(f"{'':48} {'bytes':>7} {'change':>7}")
-for (label, size), (_, before) in zip(sizes, [(None, None), *sizes[:-1]], strict=True):
+for (label, size), (_, before) in zip(
+    sizes, [(None, None), *sizes[:-1]], strict=True
+):
     change = "" if before is None else f"{size - before:+,}"
     print(f"{label:48} {size:7,} {change:>7}")
 print(f"{'the 2.8 text':48} {COURSE['total']:7,} {COURSE['total'] - lean:+7,}")

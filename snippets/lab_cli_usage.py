@@ -1,4 +1,5 @@
-"""The lab's command line: the usage of each subcommand, as argparse prints it."""
+"""The lab's command line: the usage of each subcommand, as argparse
+prints it."""
 
 import contextlib
 import io
@@ -27,10 +28,18 @@ for command in ("demo", "train", "verify"):
     text = help_text(command)
     usage = text.split("\n\n")[0]  # the usage block, up to the first blank line
     assert usage.startswith(f"usage: resume-lab {command}")
-    assert "exit codes:" in text and "75   preempted" in text  # every help ends with them
+    # Every help ends with them.
+    assert "exit codes:" in text and "75   preempted" in text
     usages.append(usage)
 demo_help = help_text("demo")
-for option in ("--seed", "--steps", "--accum", "--threads", "--kill-at", "--output-dir"):
+for option in (
+    "--seed",
+    "--steps",
+    "--accum",
+    "--threads",
+    "--kill-at",
+    "--output-dir",
+):
     assert option in demo_help
 if columns is None:
     del os.environ["COLUMNS"]

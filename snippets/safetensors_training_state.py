@@ -1,6 +1,8 @@
-"""Split the lab's real checkpoint: weights to .safetensors, loop state to a torch.save file.
+"""Split the lab's real checkpoint: weights to .safetensors, loop state to a
+torch.save file.
 
-Then put the two halves back together and check the result against the original, bit for bit.
+Then put the two halves back together and check the result against the
+original, bit for bit.
 """
 
 from collections import OrderedDict
@@ -18,7 +20,8 @@ from resume_lab.resume import resume, save_training
 
 
 def leaves(obj, path=()):
-    """(path, value) for every non-container value in nested dicts, lists and tuples."""
+    """(path, value) for every non-container value in nested dicts, lists and
+    tuples."""
     if isinstance(obj, dict):
         for key, value in obj.items():
             yield from leaves(value, (*path, key))
@@ -30,12 +33,17 @@ def leaves(obj, path=()):
 
 
 def bitwise_equal(a, b) -> bool:
-    """Same keys, same types, tensors equal byte for byte (dtype and shape included)."""
+    """Same keys, same types, tensors equal byte for byte (dtype and shape
+    included)."""
     if isinstance(a, torch.Tensor):
         return (
             isinstance(b, torch.Tensor)
             and (a.dtype, a.shape) == (b.dtype, b.shape)
-            and a.reshape(-1).view(torch.uint8).equal(b.reshape(-1).view(torch.uint8))
+            and (
+                a.reshape(-1)
+                .view(torch.uint8)
+                .equal(b.reshape(-1).view(torch.uint8))
+            )
         )
     if isinstance(a, dict):
         return (
@@ -44,7 +52,11 @@ def bitwise_equal(a, b) -> bool:
             and all(bitwise_equal(a[k], b[k]) for k in a)
         )
     if isinstance(a, list | tuple):
-        return type(a) is type(b) and len(a) == len(b) and all(map(bitwise_equal, a, b))
+        return (
+            type(a) is type(b)
+            and len(a) == len(b)
+            and all(map(bitwise_equal, a, b))
+        )
     return type(a) is type(b) and a == b
 
 
@@ -52,23 +64,33 @@ def bitwise_equal(a, b) -> bool:
 trainer = build_trainer(LabConfig(steps=12), init_seed=0)
 trainer.fit(5)
 save_training(trainer, "last.pt")
-state, manifest = load_checkpoint("last.pt")  # hash checked, then weights_only=True
+# Hash checked, then weights_only=True.
+state, manifest = load_checkpoint("last.pt")
 
-# What safetensors cannot hold: every part of the loop state has values that are not tensors.
+# What safetensors cannot hold: every part of the loop state has values that
+# are not tensors.
 not_tensors = {}
 for path, value in leaves(state):
     if not isinstance(value, torch.Tensor):
         not_tensors.setdefault(path[0], []).append(type(value).__name__)
-for part in (keys.OPTIMIZER, keys.SCHEDULER, keys.RNG, keys.DATA_POSITION, keys.CALLBACKS):
+for part in (
+    keys.OPTIMIZER,
+    keys.SCHEDULER,
+    keys.RNG,
+    keys.DATA_POSITION,
+    keys.CALLBACKS,
+):
     assert not_tensors[part], part
-assert keys.MODEL not in not_tensors  # the weights alone are a flat dict of tensors
+# The weights alone are a flat dict of tensors.
+assert keys.MODEL not in not_tensors
 try:
     save_file(state, "everything.safetensors")
     raise AssertionError("safetensors accepted a nested training state")
 except ValueError as err:
     assert "expected torch.Tensor" in str(err)
 
-# The split: weights to safetensors (with string metadata), everything else to torch.save.
+# The split: weights to safetensors (with string metadata), everything else to
+# torch.save.
 save_file(
     dict(state[keys.MODEL]),
     "model.safetensors",
@@ -76,17 +98,20 @@ save_file(
 )
 torch.save({k: v for k, v in state.items() if k != keys.MODEL}, "loop.pt")
 
-# Back: the loop state loads under the restricted unpickler, the weights from safetensors.
+# Back: the loop state loads under the restricted unpickler, the weights from
+# safetensors.
 back = torch.load("loop.pt", weights_only=True)
 weights = load_file("model.safetensors")
-back[keys.MODEL] = OrderedDict((name, weights[name]) for name in state[keys.MODEL])
+back[keys.MODEL] = OrderedDict(
+    (name, weights[name]) for name in state[keys.MODEL]
+)
 back = {k: back[k] for k in state}  # the original key order
 assert bitwise_equal(back, state)
 with safe_open("model.safetensors", framework="pt") as f:
     assert f.metadata()["step"] == str(manifest["step"]) == "5"
 
-# And the reassembled state resumes: a new trainer (another init seed) finishes the run with
-# the same bits as the trainer that was never interrupted.
+# And the reassembled state resumes: a new trainer (another init seed) finishes
+# the run with the same bits as the trainer that was never interrupted.
 trainer.fit(12)
 save_checkpoint(back, "back.pt", step=back[keys.STEP], config=back[keys.CONFIG])
 resumed = build_trainer(LabConfig(steps=12), init_seed=1)
@@ -99,16 +124,32 @@ fresh = build_trainer(LabConfig(steps=12), init_seed=1).model
 fresh.load_state_dict(load_file("model.safetensors"))
 assert bitwise_equal(fresh.state_dict(), state[keys.MODEL])
 
-size = {name: Path(name).stat().st_size for name in ("last.pt", "model.safetensors", "loop.pt")}
-print(f"last.pt            {size['last.pt']:>7,} bytes: the lab's checkpoint at update 5")
-print(f"model.safetensors  {size['model.safetensors']:>7,} bytes: {len(weights)} weight tensors")
-print(f"loop.pt            {size['loop.pt']:>7,} bytes: everything else, weights_only=True")
+size = {
+    name: Path(name).stat().st_size
+    for name in ("last.pt", "model.safetensors", "loop.pt")
+}
+print(
+    f"last.pt            {size['last.pt']:>7,} bytes: "
+    "the lab's checkpoint at update 5"
+)
+print(
+    f"model.safetensors  {size['model.safetensors']:>7,} bytes: "
+    f"{len(weights)} weight tensors"
+)
+print(
+    f"loop.pt            {size['loop.pt']:>7,} bytes: "
+    "everything else, weights_only=True"
+)
 print("parts with values that are not tensors:")
 for part, kinds in not_tensors.items():
     counts = {kind: kinds.count(kind) for kind in sorted(set(kinds))}
-    print(f"  {part:<14} " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
+    print(
+        f"  {part:<14} "
+        + ", ".join(f"{n} {kind}" for kind, n in counts.items())
+    )
 print("reassembled == original, bit for bit:", bitwise_equal(back, state))
 print(
-    "resumed from the reassembled state, update 12 weights == uninterrupted run's:",
+    "resumed from the reassembled state, update 12 weights == "
+    "uninterrupted run's:",
     bitwise_equal(resumed.model.state_dict(), trainer.model.state_dict()),
 )

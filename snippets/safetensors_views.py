@@ -1,4 +1,5 @@
-"""A two-element view of a 100,000-element tensor, saved by each format: bytes on disk."""
+"""A two-element view of a 100,000-element tensor, saved by each format: bytes
+on disk."""
 
 from pathlib import Path
 
@@ -10,24 +11,33 @@ view = big[:2]  # two numbers, but it points into big's 400,000-byte storage
 assert view.untyped_storage().nbytes() == 400_000
 
 torch.save(view, "view.pt")
-torch.save(view.clone(), "clone.pt")  # a clone owns a storage of exactly 8 bytes
+# A clone owns a storage of exactly 8 bytes.
+torch.save(view.clone(), "clone.pt")
 save_file({"x": view}, "view.safetensors")
 save_file({"x": view.clone()}, "clone.safetensors")
-size = {path.name: path.stat().st_size for path in Path(".").iterdir()}  # the four files
+# The four files.
+size = {path.name: path.stat().st_size for path in Path(".").iterdir()}
 
-# torch.save writes storages, so the view drags the whole 400,000 bytes along ...
+# torch.save writes storages, so the view drags the whole 400,000 bytes
+# along ...
 assert size["view.pt"] > 400_000 > 100 * size["clone.pt"]
-# ... the chapter's exact figures (the ZIP stores the file's stem in every entry name, so a
-# longer file name adds a few bytes per entry)
+# ... the chapter's exact figures (the ZIP stores the file's stem in every
+# entry name, so a longer file name adds a few bytes per entry)
 assert (size["view.pt"], size["clone.pt"]) == (401_492, 1_563)
-# ... and loads back as two numbers still sitting in a 100,000-element storage.
+# ... and loads back as two numbers still sitting in a 100,000-element
+# storage.
 back = torch.load("view.pt")
 assert torch.equal(back, view) and back.untyped_storage().nbytes() == 400_000
-# safetensors writes the tensor's own bytes: the view's file is the clone's file, byte for byte.
-assert Path("view.safetensors").read_bytes() == Path("clone.safetensors").read_bytes()
+# safetensors writes the tensor's own bytes: the view's file is the clone's
+# file, byte for byte.
+assert (
+    Path("view.safetensors").read_bytes()
+    == Path("clone.safetensors").read_bytes()
+)
 assert size["view.safetensors"] < 100
 assert torch.equal(load_file("view.safetensors")["x"], view)
-# A view that skips elements is not contiguous: safetensors asks you to make it so first.
+# A view that skips elements is not contiguous: safetensors asks you to make it
+# so first.
 try:
     save_file({"x": big[::2]}, "strided.safetensors")
     raise AssertionError("safetensors saved a non-contiguous view")
@@ -38,4 +48,7 @@ save_file({"x": big[::2].contiguous()}, "strided.safetensors")
 width = max(len(name) for name in size)
 for name in ("view.pt", "clone.pt", "view.safetensors", "clone.safetensors"):
     print(f"{name:<{width}}  {size[name]:>7,} bytes")
-print(f"torch.save of the view is {size['view.pt'] / size['clone.pt']:.0f}x its clone's file")
+print(
+    f"torch.save of the view is {size['view.pt'] / size['clone.pt']:.0f}x "
+    "its clone's file"
+)

@@ -1,4 +1,5 @@
-"""Saving a two-element view writes the whole storage behind it; a clone writes two floats."""
+"""Saving a two-element view writes the whole storage behind it; a clone writes
+two floats."""
 
 import os
 
@@ -9,13 +10,15 @@ view, copy = big[:2], big[:2].clone()
 assert view.untyped_storage().nbytes() == 400_000
 assert copy.untyped_storage().nbytes() == 8
 
-# The archive's folder is named after the file, so the names change the sizes by a few bytes:
-# these are the names the 2.8 text used.
+# The archive's folder is named after the file, so the names change the sizes
+# by a few bytes: these are the names the 2.8 text used.
 torch.save(view, "view.pt")
 torch.save(copy, "clone.pt")
-view_bytes, clone_bytes = os.path.getsize("view.pt"), os.path.getsize("clone.pt")
+view_bytes = os.path.getsize("view.pt")
+clone_bytes = os.path.getsize("clone.pt")
 
-assert view_bytes > big.numel() * big.element_size()  # the whole storage, plus the headers
+# The whole storage, plus the headers.
+assert view_bytes > big.numel() * big.element_size()
 assert clone_bytes < 2_000
 assert view_bytes > 200 * clone_bytes
 # The same byte counts as the chapter measured on torch 2.8.

@@ -1,4 +1,5 @@
-"""Open a torch.save file as the ZIP archive it is, and check every entry in it."""
+"""Open a torch.save file as the ZIP archive it is, and check every
+entry in it."""
 
 import pickletools
 import struct
@@ -16,12 +17,16 @@ raw = Path("tiny.pt").read_bytes()
 
 
 def payload_start(info: zipfile.ZipInfo) -> int:
-    """Where an entry's bytes begin: after its 30-byte local header, its name and its extra field.
+    """Where an entry's bytes begin: after its 30-byte local header, its name
+    and its extra field.
 
-    The central directory's extra field may differ from the local one (torch pads the local
-    one to align the data), so read the lengths from the local header itself.
+    The central directory's extra field may differ from the local one (torch
+    pads the local one to align the data), so read the lengths from the local
+    header itself.
     """
-    signature, name_len, extra_len = struct.unpack_from("<4s22xHH", raw, info.header_offset)
+    signature, name_len, extra_len = struct.unpack_from(
+        "<4s22xHH", raw, info.header_offset
+    )
     assert signature == b"PK\x03\x04"
     return info.header_offset + 30 + name_len + extra_len
 
@@ -30,11 +35,13 @@ with zipfile.ZipFile("tiny.pt") as archive:
     infos = archive.infolist()
     contents = {info.filename: archive.read(info) for info in infos}
 
-# Every entry sits in one folder named after the file: tiny/data.pkl, tiny/data/0, ...
+# Every entry sits in one folder named after the file: tiny/data.pkl,
+# tiny/data/0, ...
 assert {name.split("/", 1)[0] for name in contents} == {"tiny"}
 entries = {name.split("/", 1)[1]: data for name, data in contents.items()}
 assert set(entries) == {
-    "data.pkl",  # the pickled object, with every storage replaced by a reference
+    # the pickled object, with every storage replaced by a reference
+    "data.pkl",
     ".format_version",
     ".storage_alignment",
     "byteorder",
@@ -55,22 +62,32 @@ for info in infos:
     start = payload_start(info)
     assert raw[start : start + info.file_size] == contents[info.filename]
 
-# Each storage payload starts on a 64-byte boundary and is the tensor's raw bytes.
+# Each storage payload starts on a 64-byte boundary and is the tensor's raw
+# bytes.
 storages = [info for info in infos if "/data/" in info.filename]
 assert all(payload_start(info) % 64 == 0 for info in storages)
 assert entries["data/0"] == model.weight.detach().numpy().tobytes()
 assert entries["data/1"] == model.bias.detach().numpy().tobytes()
 
 # data.pkl holds no tensor data, only one persistent reference per storage:
-# ('storage', storage type, key, device, length), read back by a BINPERSID opcode.
+# ('storage', storage type, key, device, length), read back by a BINPERSID
+# opcode.
 ops = list(pickletools.genops(entries["data.pkl"]))
 assert sum(op.name == "BINPERSID" for op, _, _ in ops) == len(storages)
 strings = [arg for op, arg, _ in ops if op.name == "BINUNICODE"]
-assert {"storage", "cpu", "0", "1"} <= set(strings)  # (pickle writes a repeated string once)
+# (pickle writes a repeated string once)
+assert {"storage", "cpu", "0", "1"} <= set(strings)
 assert b"PK\x06\x06" in raw  # a ZIP64 end-of-central-directory record
 
 print(f"{'entry':<28}{'bytes':>6}{'data at':>9}{'% 64':>6}  content")
 for info in infos:
     start, data = payload_start(info), contents[info.filename]
-    shown = repr(data.strip().decode()) if len(data) <= 40 and data.isascii() else ""
-    print(f"{info.filename:<28}{info.file_size:>6}{start:>9}{start % 64:>6}  {shown}")
+    shown = (
+        repr(data.strip().decode())
+        if len(data) <= 40 and data.isascii()
+        else ""
+    )
+    print(
+        f"{info.filename:<28}{info.file_size:>6}{start:>9}"
+        f"{start % 64:>6}  {shown}"
+    )

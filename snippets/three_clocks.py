@@ -1,4 +1,5 @@
-"""Three clocks tick in one training loop: micro-batches, updates and examples seen."""
+"""Three clocks tick in one training loop: micro-batches, updates and examples
+seen."""
 
 import math
 
@@ -33,22 +34,26 @@ while updates < UPDATES:
     opt.step()
     sched.step()
     opt.zero_grad(set_to_none=True)
-    updates += 1  # clock 2: updates drive the schedule, evaluation and checkpoints
+    updates += 1  # clock 2: updates drive the schedule, evaluation, checkpoints
 
 assert micro == K * updates and examples == MICRO_BATCH * micro
 assert sched.last_epoch == UPDATES and sched.get_last_lr()[0] == 0.0
 
-# The same schedule stepped once per micro-batch instead reaches zero K times too early.
+# The same schedule stepped once per micro-batch instead reaches zero K times
+# too early.
 sgd = torch.optim.SGD(model.parameters(), lr=1.0)
 lost = torch.optim.lr_scheduler.LambdaLR(sgd, cosine)
 lr_after_micro = []
 for _ in range(K * UPDATES):
-    sgd.step()  # no gradients are set, so this moves nothing; it keeps the call order right
+    # No gradients are set, so this moves nothing; it keeps the call order
+    # right.
+    sgd.step()
     lost.step()
     lr_after_micro.append(lost.get_last_lr()[0])
 ended_at_update = (lr_after_micro.index(0.0) + 1) // K
 assert ended_at_update == UPDATES // K
 print(
-    f"{micro} micro-batches, {updates} updates, {examples} examples; stepped per micro-batch, "
+    f"{micro} micro-batches, {updates} updates, {examples} examples; "
+    "stepped per micro-batch, "
     f"the cosine ends at update {ended_at_update} of {UPDATES}"
 )

@@ -1,4 +1,5 @@
-"""One update = a window of up to K micro-batches; log once per update, sync only there."""
+"""One update = a window of up to K micro-batches; log once per update, sync
+only there."""
 
 import itertools
 import math
@@ -15,7 +16,8 @@ EPOCHS = 2
 MAX_NORM = 1.0
 
 torch.manual_seed(0)
-X, Y = torch.randn(88, 6), torch.randint(0, 3, (88,))  # 11 micro-batches: windows of 4, 4, 3
+# 11 micro-batches: windows of 4, 4, 3
+X, Y = torch.randn(88, 6), torch.randint(0, 3, (88,))
 model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
 opt = torch.optim.AdamW(model.parameters(), lr=3e-2)
 
@@ -36,8 +38,11 @@ sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine)
 
 
 def windows(epoch: int):
-    """This epoch's micro-batches (index tensors), grouped K at a time; the last may be short."""
-    order = torch.randperm(len(X), generator=torch.Generator().manual_seed(epoch))
+    """This epoch's micro-batches (index tensors), grouped K at a time; the last
+    may be short."""
+    order = torch.randperm(
+        len(X), generator=torch.Generator().manual_seed(epoch)
+    )
     micro_batches = list(order.split(MICRO))
     for first in range(0, len(micro_batches), K):
         yield micro_batches[first : first + K]
@@ -49,14 +54,16 @@ model.train()
 for epoch in range(EPOCHS):
     for window in windows(epoch):
         started = time.perf_counter()
-        n = sum(len(idx) for idx in window)  # the divisor: known before the first backward
+        # The divisor: known before the first backward.
+        n = sum(len(idx) for idx in window)
         loss_sum = torch.zeros(())  # stays a tensor inside the loop: no sync
         for idx in window:
             loss = F.cross_entropy(model(X[idx]), Y[idx], reduction="sum") / n
             loss.backward()  # adds into .grad
             loss_sum += loss.detach()  # detach: keep the number, not the graph
             micro += 1  # clock 1: micro-batches
-        grad_norm = clip_grad_norm_(model.parameters(), MAX_NORM)  # the PRE-clip norm
+        # The PRE-clip norm.
+        grad_norm = clip_grad_norm_(model.parameters(), MAX_NORM)
         lr = sched.get_last_lr()[0]  # the rate this update is about to use
         opt.step()
         sched.step()  # the schedule follows updates, never micro-batches
@@ -75,18 +82,27 @@ for epoch in range(EPOCHS):
             }
         )
 
-# The clocks: a short window makes examples a poor proxy for K x MICRO x updates.
+# The clocks: a short window makes examples a poor proxy for
+# K x MICRO x updates.
 assert step == TOTAL == 6 and micro == EPOCHS * micro_per_epoch == 22
 assert examples == EPOCHS * len(X) == 176
-sizes = [sum(len(idx) for idx in w) for epoch in range(EPOCHS) for w in windows(epoch)]
+sizes = [
+    sum(len(idx) for idx in w)
+    for epoch in range(EPOCHS)
+    for w in windows(epoch)
+]
 assert sizes == [32, 32, 24] * EPOCHS
 assert [r["examples"] for r in log] == list(itertools.accumulate(sizes))
-# The logged rate is the one each update used: warmup, then cosine; the schedule ends at TOTAL.
+# The logged rate is the one each update used: warmup, then cosine; the
+# schedule ends at TOTAL.
 assert [r["lr"] for r in log] == [3e-2 * warmup_cosine(u) for u in range(TOTAL)]
 assert sched.last_epoch == TOTAL and sched.get_last_lr()[0] == 0.0
 assert all(r["step_time"] > 0 for r in log)
 
-print(f"{'step':>4} {'micro':>5} {'examples':>8} {'loss':>7} {'grad norm':>9} {'lr':>9}")
+print(
+    f"{'step':>4} {'micro':>5} {'examples':>8} "
+    f"{'loss':>7} {'grad norm':>9} {'lr':>9}"
+)
 for r in log:
     print(
         f"{r['step']:>4} {r['micro']:>5} {r['examples']:>8} {r['loss']:>7.4f} "

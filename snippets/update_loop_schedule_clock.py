@@ -1,4 +1,5 @@
-"""The same warmup + cosine LambdaLR, stepped per update (right) and per micro-batch (wrong)."""
+"""The same warmup + cosine LambdaLR, stepped per update (right) and per
+micro-batch (wrong)."""
 
 import math
 import warnings
@@ -13,11 +14,16 @@ WARMUP = 2
 def warmup_cosine(t: int) -> float:
     if t < WARMUP:
         return (t + 1) / (WARMUP + 1)
-    return 0.5 * (1 + math.cos(math.pi * min((t - WARMUP) / (UPDATES - WARMUP), 1.0)))
+    return 0.5 * (
+        1 + math.cos(math.pi * min((t - WARMUP) / (UPDATES - WARMUP), 1.0))
+    )
 
 
-def lr_used_by_each_update(step_per_micro_batch: bool) -> tuple[list[float], list[str]]:
-    """The learning rate each of the UPDATES updates runs with, and any warnings raised."""
+def lr_used_by_each_update(
+    step_per_micro_batch: bool,
+) -> tuple[list[float], list[str]]:
+    """The learning rate each of the UPDATES updates runs with, and any warnings
+    raised."""
     w = torch.nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([w], lr=1.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine)
@@ -42,18 +48,32 @@ right, right_warnings = lr_used_by_each_update(step_per_micro_batch=False)
 wrong, wrong_warnings = lr_used_by_each_update(step_per_micro_batch=True)
 
 # Per update: the schedule as written, ending at the last update.
-assert right == [warmup_cosine(u) for u in range(UPDATES)] and not right_warnings
-# Per micro-batch: update u runs with the rate meant for update K(u + 1). Warmup and cosine
-# both run K times too fast, and the rate sits at zero for the rest of the run.
+assert (
+    right == [warmup_cosine(u) for u in range(UPDATES)] and not right_warnings
+)
+# Per micro-batch: update u runs with the rate meant for update K(u + 1). Warmup
+# and cosine both run K times too fast, and the rate sits at zero for the rest
+# of the run.
 assert wrong == [warmup_cosine(K * (u + 1)) for u in range(UPDATES)]
-# With K >= WARMUP the first update already runs past warmup: no warmup, and never the peak.
-assert K >= WARMUP and wrong[0] == warmup_cosine(K) and max(wrong) < 1.0 == max(right)
+# With K >= WARMUP the first update already runs past warmup: no warmup, and
+# never the peak.
+assert (
+    K >= WARMUP
+    and wrong[0] == warmup_cosine(K)
+    and max(wrong) < 1.0 == max(right)
+)
 first_zero = wrong.index(0.0)
 assert first_zero == UPDATES // K - 1 and set(wrong[first_zero:]) == {0.0}
-# The only hint: sched.step() ran before the first opt.step(), and PyTorch warns about the order.
-assert len(wrong_warnings) == 1 and "before `optimizer.step()`" in wrong_warnings[0]
+# The only hint: sched.step() ran before the first opt.step(), and PyTorch
+# warns about the order.
+assert (
+    len(wrong_warnings) == 1
+    and "before `optimizer.step()`" in wrong_warnings[0]
+)
 
 print(f"K = {K}; warmup {WARMUP} and cosine to zero over {UPDATES} updates")
-print(f"{'update':>6} {'stepped per update':>19} {'stepped per micro-batch':>24}")
+print(
+    f"{'update':>6} {'stepped per update':>19} {'stepped per micro-batch':>24}"
+)
 for u, (good, bad) in enumerate(zip(right, wrong, strict=True), start=1):
     print(f"{u:>6} {good:>19.4f} {bad:>24.4f}")

@@ -1,4 +1,5 @@
-"""A gradient of None and a gradient of zeros are different inputs to an optimizer step."""
+"""A gradient of None and a gradient of zeros are different inputs to an
+optimizer step."""
 
 import math
 
@@ -6,8 +7,9 @@ import torch
 
 
 def one_step(optimizer: str, grad: str, warm: bool) -> tuple[float, dict]:
-    """A scalar weight of 1.0; optionally one real step (gradient 1.0) first; then one step
-    whose gradient is `grad`: "none" (.grad is None) or "zero" (.grad is a zero tensor)."""
+    """A scalar weight of 1.0; optionally one real step (gradient 1.0) first;
+    then one step whose gradient is `grad`: "none" (.grad is None) or "zero"
+    (.grad is a zero tensor)."""
     w = torch.nn.Parameter(torch.tensor(1.0))
     if optimizer == "AdamW":
         opt = torch.optim.AdamW([w], lr=0.1, weight_decay=0.1)
@@ -28,42 +30,68 @@ for optimizer in ("AdamW", "SGD"):
             value, state = one_step(optimizer, grad, warm)
             rows.append((optimizer, warm, grad, value, state))
 
-results = {(opt, warm, grad): (value, sorted(state)) for opt, warm, grad, value, state in rows}
-steps = {(opt, warm, grad): int(state.get("step", 0)) for opt, warm, grad, _, state in rows}
+results = {
+    (opt, warm, grad): (value, sorted(state))
+    for opt, warm, grad, value, state in rows
+}
+steps = {
+    (opt, warm, grad): int(state.get("step", 0))
+    for opt, warm, grad, _, state in rows
+}
 
-# Fresh optimizer, .grad is None: the step skips the weight and creates no state at all.
+# Fresh optimizer, .grad is None: the step skips the weight and creates no
+# state at all.
 for opt in ("AdamW", "SGD"):
     assert results[(opt, False, "none")] == (1.0, [])
 
-# Fresh AdamW, zero gradient: Adam's own update is 0 / (0 + eps) = 0, but decoupled weight
-# decay still multiplies the weight by 1 - lr * wd = 0.99 (in float32), and state appears.
+# Fresh AdamW, zero gradient: Adam's own update is 0 / (0 + eps) = 0, but
+# decoupled weight decay still multiplies the weight by 1 - lr * wd = 0.99
+# (in float32), and state appears.
 assert results[("AdamW", False, "zero")] == (
     torch.tensor(0.99).item(),
     ["exp_avg", "exp_avg_sq", "step"],
 )
-# Fresh SGD with momentum and no weight decay, zero gradient: nothing to move it.
+# Fresh SGD with momentum and no weight decay, zero gradient: nothing to move
+# it.
 assert results[("SGD", False, "zero")][0] == 1.0
 
-# After one real step: 1.0 -> 0.99 (decay) -> 0.89 (Adam's first step is lr * sign(grad)).
+# After one real step: 1.0 -> 0.99 (decay) -> 0.89 (Adam's first step is
+# lr * sign(grad)).
 after_real_step = torch.tensor(0.99).item() - 0.1
-assert math.isclose(results[("AdamW", True, "none")][0], after_real_step, rel_tol=1e-6)
-# A zero gradient still moves it: decay again, plus the bias-corrected first moment m / sqrt(v).
+assert math.isclose(
+    results[("AdamW", True, "none")][0], after_real_step, rel_tol=1e-6
+)
+# A zero gradient still moves it: decay again, plus the bias-corrected first
+# moment m / sqrt(v).
 b1, b2, eps = 0.9, 0.999, 1e-8
 m_hat = b1 * (1 - b1) / (1 - b1**2)
 v_hat = b2 * (1 - b2) / (1 - b2**2)
-expected = after_real_step * (1 - 0.1 * 0.1) - 0.1 * m_hat / (math.sqrt(v_hat) + eps)
+expected = after_real_step * (1 - 0.1 * 0.1) - 0.1 * m_hat / (
+    math.sqrt(v_hat) + eps
+)
 adamw_zero = results[("AdamW", True, "zero")][0]
 assert math.isclose(adamw_zero, expected, rel_tol=1e-6)
 assert round(adamw_zero, 6) == 0.814094
-# Adam counts its steps per parameter: a skipped parameter's count does not advance.
-assert steps[("AdamW", True, "none")] == 1 and steps[("AdamW", True, "zero")] == 2
-# SGD with momentum: the buffer (0.9 x 1.0) keeps pushing: 0.9 -> 0.9 - 0.1 x 0.9 = 0.81.
+# Adam counts its steps per parameter: a skipped parameter's count does not
+# advance.
+assert (
+    steps[("AdamW", True, "none")] == 1 and steps[("AdamW", True, "zero")] == 2
+)
+# SGD with momentum: the buffer (0.9 x 1.0) keeps pushing:
+# 0.9 -> 0.9 - 0.1 x 0.9 = 0.81.
 assert math.isclose(results[("SGD", True, "none")][0], 0.9, rel_tol=1e-6)
 assert math.isclose(results[("SGD", True, "zero")][0], 0.81, rel_tol=1e-6)
 
-print(f"{'optimizer':<10}{'before':<20}{'this step':<14}{'weight after':<14}state")
+print(
+    f"{'optimizer':<10}{'before':<20}{'this step':<14}{'weight after':<14}state"
+)
 for optimizer, warm, grad, value, state in rows:
-    keys = [f"step={int(v)}" if k == "step" else k for k, v in sorted(state.items())]
+    keys = [
+        f"step={int(v)}" if k == "step" else k for k, v in sorted(state.items())
+    ]
     before = "one real step" if warm else "fresh (w = 1.0)"
     this = ".grad = None" if grad == "none" else ".grad = 0"
-    print(f"{optimizer:<10}{before:<20}{this:<14}{value:<14.6f}{', '.join(keys) or '(none)'}")
+    print(
+        f"{optimizer:<10}{before:<20}{this:<14}{value:<14.6f}"
+        f"{', '.join(keys) or '(none)'}"
+    )

@@ -3,12 +3,16 @@
 Modules, one job each:
 
 - config: LabConfig, every setting that changes the trajectory
-- data, model, sampler, schedule: the blobs, the MLP, the (seed, epoch) sampler, warmup + cosine
-- loop: the Trainer (one readable loop, named events); callbacks: early stopping, checkpoints,
-  stop conditions; evaluate: evaluation that consumes no training RNG
-- rng, state_keys, checkpoint, resume: what a checkpoint holds, how it is written (atomic,
-  hashed, with a manifest), verified before unpickling, and put back in order
-- build, outputs, signals, progress, experiment, cli: wiring, files, SIGTERM, the demo
+- data, model, sampler, schedule: the blobs, the MLP, the (seed, epoch)
+  sampler, warmup + cosine
+- loop: the Trainer (one readable loop, named events); callbacks: early
+  stopping, checkpoints, stop conditions; evaluate: evaluation that consumes
+  no training RNG
+- rng, state_keys, checkpoint, resume: what a checkpoint holds, how it is
+  written (atomic, hashed, with a manifest), verified before unpickling, and
+  put back in order
+- build, outputs, signals, progress, experiment, cli: wiring, files, SIGTERM,
+  the demo
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -32,19 +32,33 @@ def build_trainer(
     callbacks: Iterable[Callback] = (),
     preemption: StopFlag | None = None,
 ) -> Trainer:
-    """Fresh model, optimizer, schedule and sampler. `init_seed` seeds the global RNGs first,
-    so a resumed run may pass any value: resume() overwrites everything it influenced."""
+    """Fresh model, optimizer, schedule and sampler.
+
+    `init_seed` seeds the global RNGs first, so a resumed run may pass any
+    value: resume() overwrites everything it influenced."""
     seed_everything(init_seed)
     data = data if data is not None else make_blobs(config.data_seed)
-    model = build_model(config.dropout)  # draws its initial weights from the torch RNG
+    # draws its initial weights from the torch RNG
+    model = build_model(config.dropout)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.lr, weight_decay=config.weight_decay
     )
     scheduler = build_scheduler(optimizer, config.steps, config.warmup_frac)
-    sampler = StepIndexedSampler(len(data.y_train), config.micro_batch, seed=config.seed)
-    policy: list[Callback] = [EarlyStopping(config.patience)] if config.patience else []
+    sampler = StepIndexedSampler(
+        len(data.y_train), config.micro_batch, seed=config.seed
+    )
+    policy: list[Callback] = (
+        [EarlyStopping(config.patience)] if config.patience else []
+    )
     return Trainer(
-        config, model, optimizer, scheduler, sampler, data, [*policy, *callbacks], preemption
+        config,
+        model,
+        optimizer,
+        scheduler,
+        sampler,
+        data,
+        [*policy, *callbacks],
+        preemption,
     )
 
 

@@ -1,4 +1,5 @@
-"""Policy, fired by the Trainer at named events: early stopping, checkpoints, stop conditions."""
+"""Policy, fired by the Trainer at named events: early stopping, checkpoints,
+stop conditions."""
 
 from __future__ import annotations
 
@@ -31,18 +32,24 @@ if TYPE_CHECKING:
 
 
 class Callback:
-    """Every event the Trainer emits, in the order it emits them within one update.
+    """Every event the Trainer emits, in the order it emits them within one
+    update.
 
-    A callback with a `state_key` has its state_dict() saved in every checkpoint and
-    restored on resume: policy that counts (patience, schedules) must survive a restart.
+    A callback with a `state_key` has its state_dict() saved in every
+    checkpoint and restored on resume: policy that counts (patience, schedules)
+    must survive a restart.
     """
 
     state_key: str | None = None
 
     def on_fit_start(self, trainer: Trainer) -> None: ...
-    def on_step_end(self, trainer: Trainer) -> None: ...  # after optimizer.step(); history written
-    def on_eval_end(self, trainer: Trainer, metrics: dict[str, float]) -> None: ...
-    def on_boundary(self, trainer: Trainer) -> None: ...  # end of the update: the place to save
+    # after optimizer.step(); history written
+    def on_step_end(self, trainer: Trainer) -> None: ...
+    def on_eval_end(
+        self, trainer: Trainer, metrics: dict[str, float]
+    ) -> None: ...
+    # end of the update: the place to save
+    def on_boundary(self, trainer: Trainer) -> None: ...
     def on_fit_end(self, trainer: Trainer, reason: str) -> None: ...
 
     def state_dict(self) -> dict[str, Any]:
@@ -54,23 +61,30 @@ class Callback:
 
 # --8<-- [start:early_stopping]
 class EarlyStopping(Callback):
-    """Stop when validation accuracy has not improved for `patience` evaluations."""
+    """Stop when validation accuracy has not improved for `patience`
+    evaluations."""
 
     state_key = "early_stopping"
 
     def __init__(self, patience: int) -> None:
         self.patience = patience
-        self.best = -1.0  # accuracy is never negative: the first evaluation always improves
+        # accuracy is never negative: the first evaluation always improves
+        self.best = -1.0
         self.best_step = 0
         self.bad = 0  # evaluations since the last improvement
 
     def on_fit_start(self, trainer: Trainer) -> None:
-        if self.bad >= self.patience:  # resumed from a run that had already stopped
+        # resumed from a run that had already stopped
+        if self.bad >= self.patience:
             trainer.request_stop(EARLY_STOPPING)
 
     def on_eval_end(self, trainer: Trainer, metrics: dict[str, float]) -> None:
         if metrics["val_accuracy"] > self.best:
-            self.best, self.best_step, self.bad = metrics["val_accuracy"], trainer.step, 0
+            self.best, self.best_step, self.bad = (
+                metrics["val_accuracy"],
+                trainer.step,
+                0,
+            )
         else:
             self.bad += 1
         if self.bad >= self.patience:
@@ -81,19 +95,25 @@ class EarlyStopping(Callback):
         return {"best": self.best, "best_step": self.best_step, "bad": self.bad}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.best, self.best_step, self.bad = state["best"], state["best_step"], state["bad"]
+        self.best, self.best_step, self.bad = (
+            state["best"],
+            state["best_step"],
+            state["bad"],
+        )
 
 
 # --8<-- [end:early_stopping]
 
 
 def publish(source: Path, target: Path) -> None:
-    """Make `target` name the same bytes as `source`, atomically (a hard link, else a copy)."""
+    """Make `target` name the same bytes as `source`, atomically (a hard link,
+    else a copy)."""
     tmp = temp_path(target)
     tmp.unlink(missing_ok=True)
     try:
         try:
-            os.link(source, tmp)  # no second write; the data was fsynced when it was saved
+            # no second write; the data was fsynced when it was saved
+            os.link(source, tmp)
         except OSError:
             shutil.copyfile(source, tmp)  # a filesystem without hard links
             with open(tmp, "rb+") as f:
@@ -106,37 +126,43 @@ def publish(source: Path, target: Path) -> None:
     fsync_dir(target.parent)
 
 
-# The names a restart looks for. Each is published from a file saved under a name of its own
-# (step-NNNNNN.pt, best-NNNNNN.pt), never written in place.
+# The names a restart looks for. Each is published from a file saved under a
+# name of its own (step-NNNNNN.pt, best-NNNNNN.pt), never written in place.
 PUBLISHED = ("last.pt", "best.pt")
 
 
 def publish_pair(snapshot: Path, target: Path) -> None:
-    """Publish a saved checkpoint and its manifest under a fixed name, checkpoint first.
+    """Publish a saved checkpoint and its manifest under a fixed name,
+    checkpoint first.
 
-    Two renames cannot be one atomic step. A kill between them leaves `target` holding the
-    snapshot's bytes beside the previous manifest; finish_interrupted_publish() completes that
-    at the next start, because the snapshot's own manifest is still in the folder.
+    Two renames cannot be one atomic step. A kill between them leaves `target`
+    holding the snapshot's bytes beside the previous manifest;
+    finish_interrupted_publish() completes that at the next start, because the
+    snapshot's own manifest is still in the folder.
     """
     publish(snapshot, target)
     publish(manifest_path(snapshot), manifest_path(target))
 
 
 def discard(path: Path) -> None:
-    """Delete a checkpoint and its manifest, manifest first: a kill in between leaves a .pt
-    that the next rotation or start-up still finds, never a manifest without its file."""
+    """Delete a checkpoint and its manifest, manifest first: a kill in between
+    leaves a .pt that the next rotation or start-up still finds, never a
+    manifest without its file."""
     manifest_path(path).unlink(missing_ok=True)
     path.unlink(missing_ok=True)
 
 
 def finish_interrupted_publish(folder: str | os.PathLike[str]) -> list[str]:
-    """At start-up, complete a publish_pair() that a kill cut short; returns what was done.
+    """At start-up, complete a publish_pair() that a kill cut short; returns
+    what was done.
 
-    Such a kill leaves NAME.pt holding a numbered snapshot's bytes beside the manifest of the
-    previous publish (or none, at the first). If the manifest of a staged best-NNNNNN.pt, or of
-    a step-NNNNNN.pt for a later update than NAME.json, vouches for NAME.pt's size and SHA-256,
-    it is published as NAME.json. Anything else, such as a damaged file or an edited manifest,
-    is left for verify() to refuse. Staged best-NNNNNN files, published or not, are removed.
+    Such a kill leaves NAME.pt holding a numbered snapshot's bytes beside the
+    manifest of the previous publish (or none, at the first). If the manifest
+    of a staged best-NNNNNN.pt, or of a step-NNNNNN.pt for a later update than
+    NAME.json, vouches for NAME.pt's size and SHA-256, it is published as
+    NAME.json. Anything else, such as a damaged file or an edited manifest, is
+    left for verify() to refuse. Staged best-NNNNNN files, published or not,
+    are removed.
     """
     folder = Path(folder)
     done = []
@@ -149,42 +175,55 @@ def finish_interrupted_publish(folder: str | os.PathLike[str]) -> list[str]:
         except CheckpointError:
             pass
         try:
-            previous = read_manifest(target)["step"] if manifest_path(target).exists() else -1
+            previous = (
+                read_manifest(target)["step"]
+                if manifest_path(target).exists()
+                else -1
+            )
         except CheckpointError:
             continue  # a damaged manifest is not what a kill leaves
         digest = file_digest(target)
-        for manifest in sorted(folder.glob("step-*.json")) + sorted(folder.glob("best-*.json")):
+        for manifest in sorted(folder.glob("step-*.json")) + sorted(
+            folder.glob("best-*.json")
+        ):
             try:
                 recorded = json.loads(manifest.read_text("utf8"))
             except (OSError, ValueError):
                 continue
             if not isinstance(recorded, dict):
                 continue
-            # A staged best-NNNNNN.json exists only while its publish runs: proof of a cut.
+            # A staged best-NNNNNN.json exists only while its publish runs:
+            # proof of a cut.
             staged = manifest.name.startswith("best-")
             if not staged and recorded.get("step", -1) <= previous:
                 continue
-            if (recorded.get("bytes"), recorded.get("sha256")) == (digest.bytes, digest.sha256):
+            if (recorded.get("bytes"), recorded.get("sha256")) == (
+                digest.bytes,
+                digest.sha256,
+            ):
                 publish(manifest, manifest_path(target))
-                done.append(f"completed the publish of {target.name} that a kill interrupted")
+                done.append(
+                    f"completed the publish of {target.name} "
+                    "that a kill interrupted"
+                )
                 break
-    for leftover in sorted(folder.glob("best-*.json")) + sorted(folder.glob("best-*.pt")):
+    for leftover in sorted(folder.glob("best-*.json")) + sorted(
+        folder.glob("best-*.pt")
+    ):
         discard(leftover.with_suffix(".pt"))
     return done
 
 
 # --8<-- [start:checkpoint_callback]
 def snapshot_step(path: Path) -> int:
-    """step-000040.pt -> 40 (numeric, so step 1000000 sorts after step 999999)."""
+    """step-000040.pt -> 40 (numeric, so step 1000000 sorts after 999999)."""
     return int(path.stem.removeprefix("step-"))
 
 
 class Checkpoint(Callback):
-    """Save every `every` updates and when a run stops; keep the last `keep` and the best.
-
-    Files in `folder`: step-NNNNNN.pt (the last `keep` saves), last.pt (the newest, what a
-    restart resumes from), best.pt (highest validation accuracy), each with its .json manifest.
-    """
+    """Save every `every` updates and when a run stops; keep the last `keep`
+    and the best: step-NNNNNN.pt, last.pt (the newest, what a restart resumes
+    from), best.pt (highest validation accuracy), each with a .json manifest."""
 
     state_key = "checkpoint"
 
@@ -204,7 +243,7 @@ class Checkpoint(Callback):
         self._best_is_new = False
 
     def on_fit_start(self, trainer: Trainer) -> None:
-        for stale in remove_stale_temp_files(self.folder):  # left by a save that was killed
+        for stale in remove_stale_temp_files(self.folder):  # from killed saves
             self.log(f"removed {stale.name}, left by an interrupted save")
 
     def on_eval_end(self, trainer: Trainer, metrics: dict[str, float]) -> None:
@@ -213,11 +252,11 @@ class Checkpoint(Callback):
             self._best_is_new = True
 
     def on_boundary(self, trainer: Trainer) -> None:
-        # best.pt first: the state in last.pt says which update is best, so by the time a
-        # restart can resume from it, that update must be on disk.
+        # best.pt first: the state in last.pt says which update is best, so by
+        # the time a restart can resume from it, that update must be on disk.
         if self._best_is_new:
             self._best_is_new = False
-            staged = self.folder / f"best-{trainer.step:06d}.pt"  # published like last.pt
+            staged = self.folder / f"best-{trainer.step:06d}.pt"  # like last.pt
             save_training(trainer, staged)
             publish_pair(staged, self.folder / "best.pt")
             discard(staged)
@@ -225,23 +264,25 @@ class Checkpoint(Callback):
             self.save(trainer)
 
     def on_fit_end(self, trainer: Trainer, reason: str) -> None:
-        # Preempted or finished: either way a restart must find this exact state in last.pt.
+        # Preempted or done: a restart must find this exact state in last.pt.
         if self.last_saved_step != trainer.step:
             self.save(trainer)
 
     def save(self, trainer: Trainer) -> None:
-        self.last_saved_step = trainer.step  # set first: the saved state must include it
+        self.last_saved_step = trainer.step  # first: the save must include it
         snapshot = self.folder / f"step-{trainer.step:06d}.pt"
         save_training(trainer, snapshot)
-        state, _ = load_checkpoint(snapshot)  # reload once: an unloaded checkpoint is a hope
+        state, _ = load_checkpoint(snapshot)  # an unloaded checkpoint is a hope
         if state[keys.STEP] != trainer.step:
             raise CheckpointError(
-                f"{snapshot}: reloaded step {state['step']}, saved {trainer.step}"
+                f"{snapshot}: reloaded step {state['step']}, "
+                f"saved {trainer.step}"
             )
-        # Two renames: if the process dies between them, last.pt and last.json disagree; the
-        # next start completes the publish from the step-NNNNNN.json that is still here.
+        # Two renames: if the process dies between them, last.pt and last.json
+        # disagree; the next start completes it from the step-NNNNNN.json.
         publish_pair(snapshot, self.folder / "last.pt")
-        for old in sorted(self.folder.glob("step-*.pt"), key=snapshot_step)[: -self.keep]:
+        snapshots = sorted(self.folder.glob("step-*.pt"), key=snapshot_step)
+        for old in snapshots[: -self.keep]:
             discard(old)
 
     # --8<-- [end:checkpoint_callback]
@@ -259,7 +300,8 @@ class Checkpoint(Callback):
 
 
 class StopAfter(Callback):
-    """Simulate a preemption after `updates` updates in this process (train --stop-after)."""
+    """Simulate a preemption after `updates` updates in this process
+    (train --stop-after)."""
 
     def __init__(self, updates: int) -> None:
         self.updates = updates
@@ -275,22 +317,28 @@ class StopAfter(Callback):
 
 # --8<-- [start:time_budget]
 class TimeBudget(Callback):
-    """Stop at an update boundary while there is still time for the last save."""
+    """Stop at an update boundary while there is still time for the last
+    save."""
 
-    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, seconds: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.seconds = seconds
         self.clock = clock
-        self.started = clock()  # the budget counts from start-up, not from the first update
+        # the budget counts from start-up, not from the first update
+        self.started = clock()
         self._previous = self.started
 
     def on_fit_start(self, trainer: Trainer) -> None:
-        self._previous = self.clock()  # the first update's duration excludes start-up
+        # the first update's duration excludes start-up
+        self._previous = self.clock()
 
     def on_boundary(self, trainer: Trainer) -> None:
         now = self.clock()
         last_update = now - self._previous
         self._previous = now
-        if now - self.started + last_update >= self.seconds:  # the next update would overrun
+        # the next update would overrun
+        if now - self.started + last_update >= self.seconds:
             trainer.request_stop(TIME_BUDGET)
 
 

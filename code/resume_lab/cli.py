@@ -1,15 +1,18 @@
-"""Command line: `python -m resume_lab [demo|train|verify]` (also installed as `resume-lab`).
+"""Command line: `python -m resume_lab [demo|train|verify]` (also installed as
+`resume-lab`).
 
 The contract other tools rely on:
 
-- demo (the default) writes DIR/{A,B,C}/final.pt (a flat dict of tensors), history.json (one
-  record per update: step, loss, grad_norm, lr, examples_seen, val_loss, val_accuracy),
-  timing.json (step, step_time), DIR/B/last.pt + last.json, and DIR/report.json.
-- train writes DIR/last.pt + last.json (what a restart resumes from), step-NNNNNN.pt (the last
-  --keep saves), best.pt, and, once finished, final.pt, history.json and timing.json.
-  history.json holds only fields that are a pure function of the configuration, so an
-  interrupted-and-resumed run's file is byte-identical to an uninterrupted one's; wall-clock
-  step times live in timing.json.
+- demo (the default) writes DIR/{A,B,C}/final.pt (a flat dict of tensors),
+  history.json (one record per update: step, loss, grad_norm, lr,
+  examples_seen, val_loss, val_accuracy), timing.json (step, step_time),
+  DIR/B/last.pt + last.json, and DIR/report.json.
+- train writes DIR/last.pt + last.json (what a restart resumes from),
+  step-NNNNNN.pt (the last --keep saves), best.pt, and, once finished,
+  final.pt, history.json and timing.json. history.json holds only fields that
+  are a pure function of the configuration, so an interrupted-and-resumed
+  run's file is byte-identical to an uninterrupted one's; wall-clock step
+  times live in timing.json.
 - verify PATH checks PATH against PATH-with-.json before unpickling anything.
 - Exit codes: see EXIT_* below and `--help`.
 """
@@ -35,9 +38,20 @@ from resume_lab.callbacks import (
     TimeBudget,
     finish_interrupted_publish,
 )
-from resume_lab.checkpoint import CheckpointError, SaveError, load_checkpoint, read_manifest, verify
+from resume_lab.checkpoint import (
+    CheckpointError,
+    SaveError,
+    load_checkpoint,
+    read_manifest,
+    verify,
+)
 from resume_lab.config import ConfigError, LabConfig
-from resume_lab.experiment import default_kill_at, demo_passed, format_report, run_demo
+from resume_lab.experiment import (
+    default_kill_at,
+    demo_passed,
+    format_report,
+    run_demo,
+)
 from resume_lab.loop import PREEMPTED
 from resume_lab.outputs import FINAL, write_final, write_json
 from resume_lab.progress import Progress
@@ -46,10 +60,14 @@ from resume_lab.signals import PreemptionFlag
 
 # --8<-- [start:exit_codes]
 EXIT_OK = 0
-EXIT_REJECTED = 1  # a checkpoint failed verification, or the demo's A == B contract failed
-EXIT_USAGE = 2  # bad option value, unwritable output folder, checkpoint of another configuration
-EXIT_SAVE_FAILED = 74  # EX_IOERR: a checkpoint could not be written (disk full?); last.pt intact
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped early on purpose, last.pt saved; rerun the same command
+# a checkpoint failed verification, or the demo's A == B contract failed
+EXIT_REJECTED = 1
+# bad option value, unwritable output folder, another configuration's checkpoint
+EXIT_USAGE = 2
+# EX_IOERR: a checkpoint could not be written (disk full?); last.pt intact
+EXIT_SAVE_FAILED = 74
+# EX_TEMPFAIL: stopped early on purpose, last.pt saved; rerun the same command
+EXIT_PREEMPTED = 75
 EXIT_INTERRUPTED = 130  # Ctrl-C outside training (the demo, start-up)
 # --8<-- [end:exit_codes]
 
@@ -81,11 +99,13 @@ exit codes:
 
 
 class UsageError(Exception):
-    """A problem with the command line or its paths; main() prints it on one line, exit 2."""
+    """A problem with the command line or its paths; main() prints it on one
+    line, exit 2."""
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (no usage dump) and exit status 2."""
+    """argparse, but a usage error is one line (no usage dump) and exit
+    status 2."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
@@ -95,7 +115,9 @@ def whole_number(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number, got {text!r}"
+        ) from None
 
 
 def positive_int(text: str) -> int:
@@ -108,7 +130,9 @@ def positive_int(text: str) -> int:
 def seed_int(text: str) -> int:
     value = whole_number(text)
     if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"must be in 0..4294967295, got {value}")
+        raise argparse.ArgumentTypeError(
+            f"must be in 0..4294967295, got {value}"
+        )
     return value
 
 
@@ -116,7 +140,9 @@ def positive_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds, got {text!r}"
+        ) from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(
             f"must be a positive, finite number of seconds, got {text}"
@@ -127,7 +153,10 @@ def positive_seconds(text: str) -> float:
 def build_parser() -> OneLineParser:
     parser = OneLineParser(
         prog="resume-lab",
-        description="Train a small MLP, interrupt it, resume it, and prove the resume exact.",
+        description=(
+            "Train a small MLP, interrupt it, resume it, "
+            "and prove the resume exact."
+        ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -136,7 +165,9 @@ def build_parser() -> OneLineParser:
         action="version",
         version=f"resume-lab {__version__} (torch {torch.__version__})",
     )
-    commands = parser.add_subparsers(dest="command", metavar="{demo,train,verify}")
+    commands = parser.add_subparsers(
+        dest="command", metavar="{demo,train,verify}"
+    )
 
     def common(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
@@ -165,19 +196,26 @@ def build_parser() -> OneLineParser:
             metavar="N",
             type=positive_int,
             default=1,
-            help="torch CPU threads (default 1: fastest for this tiny model; bitwise equality "
-            "needs the same count on both sides of a resume)",
+            help="torch CPU threads (default 1: fastest for this tiny model; "
+            "bitwise equality needs the same count on both sides of a resume)",
         )
         sub.add_argument(
-            "--quiet", action="store_true", help="no progress bar; plain log lines only"
+            "--quiet",
+            action="store_true",
+            help="no progress bar; plain log lines only",
         )
 
     demo = commands.add_parser(
         "demo",
-        help="runs A, B (killed and resumed) and C (B without RNG restore); the default",
-        description="Run A uninterrupted, B killed at --kill-at and resumed from disk,\n"
-        "C = B without the RNG restore; write DIR/{A,B,C}/ and DIR/report.json\n"
-        "and print the report.",
+        help="runs A, B (killed and resumed) and C (B without RNG restore); "
+        "the default",
+        description=(
+            "Run A uninterrupted, "
+            "B killed at --kill-at and resumed from disk,\n"
+            "C = B without the RNG restore; "
+            "write DIR/{A,B,C}/ and DIR/report.json\n"
+            "and print the report."
+        ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -195,17 +233,22 @@ def build_parser() -> OneLineParser:
         metavar="DIR",
         type=Path,
         default=None,
-        help="where to write (default: a new temporary folder); a folder holding "
-        "anything but an earlier demo's files is refused",
+        help="where to write (default: a new temporary folder); "
+        "a folder holding anything but an earlier demo's files is refused",
     )
 
     train = commands.add_parser(
         "train",
         help="train with checkpoints; resumes from DIR/last.pt if it exists",
-        description="Train toward --steps, saving DIR/last.pt every --save-every updates,\n"
-        "when the time budget runs out, and on SIGTERM/SIGINT (then exit 75).\n"
-        "Resumes from DIR/last.pt if it exists. A finished run writes DIR/final.pt,\n"
-        "DIR/history.json and DIR/timing.json.",
+        description=(
+            "Train toward --steps, "
+            "saving DIR/last.pt every --save-every updates,\n"
+            "when the time budget runs out, "
+            "and on SIGTERM/SIGINT (then exit 75).\n"
+            "Resumes from DIR/last.pt if it exists. "
+            "A finished run writes DIR/final.pt,\n"
+            "DIR/history.json and DIR/timing.json."
+        ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -249,20 +292,28 @@ def build_parser() -> OneLineParser:
     check = commands.add_parser(
         "verify",
         help="check a checkpoint against its manifest and show what it holds",
-        description="Check PATH's size and SHA-256 against its manifest (PATH with .json)\n"
-        "before unpickling anything, then load it with weights_only=True and show\n"
-        "what it holds. Exit 0 only if it verifies.",
+        description=(
+            "Check PATH's size and SHA-256 against its manifest "
+            "(PATH with .json)\n"
+            "before unpickling anything, "
+            "then load it with weights_only=True and show\n"
+            "what it holds. Exit 0 only if it verifies."
+        ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument(
-        "path", metavar="PATH", type=Path, help="a checkpoint written by this lab, e.g. DIR/last.pt"
+        "path",
+        metavar="PATH",
+        type=Path,
+        help="a checkpoint written by this lab, e.g. DIR/last.pt",
     )
     return parser
 
 
 def writable_folder(path: Path) -> Path:
-    """Create `path` if needed and prove it is writable, before any work is done."""
+    """Create `path` if needed and prove it is writable, before any work is
+    done."""
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
@@ -270,7 +321,8 @@ def writable_folder(path: Path) -> Path:
     except OSError as err:
         reason = err.strerror or str(err)
         raise UsageError(
-            f"cannot write to output folder {path}: {reason}; choose another --output-dir"
+            f"cannot write to output folder {path}: {reason}; "
+            "choose another --output-dir"
         ) from None
     return path
 
@@ -290,18 +342,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 "the demo needs --steps 2 or more"
             )
         raise UsageError(
-            f"--kill-at {kill_at} is outside 1..{args.steps - 1} (1 to --steps minus 1)"
+            f"--kill-at {kill_at} is outside 1..{args.steps - 1} "
+            "(1 to --steps minus 1)"
         )
     config = LabConfig(seed=args.seed, steps=args.steps, accum=args.accum)
     if args.output_dir is None:
         output_dir = Path(tempfile.mkdtemp(prefix="resume-lab-demo-"))
     else:
         output_dir = writable_folder(args.output_dir)
-        foreign = sorted(p.name for p in output_dir.iterdir() if p.name not in DEMO_ENTRIES)
+        foreign = sorted(
+            p.name for p in output_dir.iterdir() if p.name not in DEMO_ENTRIES
+        )
         if foreign:
             raise UsageError(
-                f"output folder {output_dir} holds files the demo did not write "
-                f"({', '.join(foreign[:3])}); choose an empty or new --output-dir"
+                f"output folder {output_dir} holds files the demo did not "
+                f"write ({', '.join(foreign[:3])}); "
+                "choose an empty or new --output-dir"
             )
     report = run_demo(config, kill_at, output_dir, quiet=args.quiet)
     write_json(output_dir / "report.json", report)
@@ -312,34 +368,47 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace, *, owns_process: bool = False) -> int:
     config = LabConfig(seed=args.seed, steps=args.steps, accum=args.accum)
     folder = writable_folder(args.output_dir)
-    for note in finish_interrupted_publish(folder):  # a save killed between its two renames
+    # a save killed between its two renames
+    for note in finish_interrupted_publish(folder):
         log(f"[train] {note}")
     resuming = (folder / "last.pt").exists() or (folder / "last.json").exists()
     if not resuming and (folder / FINAL).exists():
         raise UsageError(
-            f"{folder / FINAL} exists but {folder / 'last.pt'} does not; choose a new --output-dir"
+            f"{folder / FINAL} exists but {folder / 'last.pt'} does not; "
+            "choose a new --output-dir"
         )
     flag = PreemptionFlag()
-    # From here on SIGTERM/SIGINT only set a flag. When this call is the whole process, they
-    # are ignored after training until exit, so a late signal cannot change the exit status.
+    # From here on SIGTERM/SIGINT only set a flag. When this call is the
+    # whole process, they are ignored after training until exit, so a late
+    # signal cannot change the exit status.
     with flag.installed(restore=not owns_process):
         progress = Progress("train", config.steps, quiet=args.quiet)
         callbacks: list[Any] = [
-            Checkpoint(folder, every=args.save_every, keep=args.keep, log=progress.line)
+            Checkpoint(
+                folder, every=args.save_every, keep=args.keep, log=progress.line
+            )
         ]
         if args.time_budget is not None:
             callbacks.append(TimeBudget(args.time_budget))
         if args.stop_after is not None:
             callbacks.append(StopAfter(args.stop_after))
         callbacks.append(progress)
-        trainer = build_trainer(config, init_seed=config.seed, callbacks=callbacks, preemption=flag)
+        trainer = build_trainer(
+            config, init_seed=config.seed, callbacks=callbacks, preemption=flag
+        )
         if resuming:
-            manifest = resume(trainer, folder / "last.pt")  # verified, config checked, RNG last
-            log(f"[train] resumed from {folder / 'last.pt'} at update {trainer.step}")
+            # verified, config checked, RNG last
+            manifest = resume(trainer, folder / "last.pt")
+            log(
+                f"[train] resumed from {folder / 'last.pt'} "
+                f"at update {trainer.step}"
+            )
             if manifest.get("threads") != torch.get_num_threads():
                 log(
-                    f"[train] warning: saved with {manifest.get('threads')} threads, running "
-                    f"with {torch.get_num_threads()}; results will agree to round-off, not bitwise"
+                    "[train] warning: saved with "
+                    f"{manifest.get('threads')} threads, running with "
+                    f"{torch.get_num_threads()}; "
+                    "results will agree to round-off, not bitwise"
                 )
         reason = trainer.fit(config.steps)
         if reason in PREEMPTED:
@@ -365,20 +434,27 @@ def describe(state: Any) -> list[str]:
             else []
         )
         values = sum(t.numel() for t in tensors)
-        return [f"  a flat state_dict: {len(tensors)} tensors, {values:,} values"]
+        return [
+            f"  a flat state_dict: {len(tensors)} tensors, {values:,} values"
+        ]
     model = state[keys.MODEL]
     position = state[keys.DATA_POSITION]
     history = state[keys.HISTORY]
     last = history[-1] if history else None
     return [
-        f"  step {state[keys.STEP]}; data position: epoch {position['epoch']}, micro-batch "
-        f"{position['micro']}, {position['examples_seen']:,} examples seen",
-        f"  model: {len(model)} tensors, {sum(t.numel() for t in model.values()):,} parameters",
-        f"  optimizer: {len(state[keys.OPTIMIZER]['state'])} parameter states; scheduler at "
-        f"{state[keys.SCHEDULER]['last_epoch']} updates",
-        f"  rng: {', '.join(state[keys.RNG])}; sampler seed {state[keys.SAMPLER]['seed']}",
+        f"  step {state[keys.STEP]}; "
+        f"data position: epoch {position['epoch']}, "
+        f"micro-batch {position['micro']}, "
+        f"{position['examples_seen']:,} examples seen",
+        f"  model: {len(model)} tensors, "
+        f"{sum(t.numel() for t in model.values()):,} parameters",
+        f"  optimizer: {len(state[keys.OPTIMIZER]['state'])} parameter states; "
+        f"scheduler at {state[keys.SCHEDULER]['last_epoch']} updates",
+        f"  rng: {', '.join(state[keys.RNG])}; "
+        f"sampler seed {state[keys.SAMPLER]['seed']}",
         f"  callbacks: {json.dumps(state[keys.CALLBACKS])}",
-        f"  history: {len(history)} updates" + (f", last loss {last['loss']:.4f}" if last else ""),
+        f"  history: {len(history)} updates"
+        + (f", last loss {last['loss']:.4f}" if last else ""),
         f"  config: {json.dumps(state[keys.CONFIG])}",
     ]
 
@@ -388,11 +464,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.path}: no such file")
     manifest = verify(args.path)  # size and digest, nothing unpickled yet
     state, _ = load_checkpoint(args.path)
-    print(f"{args.path}: OK, {manifest['bytes']:,} bytes, sha256 {manifest['sha256']}")
+    print(
+        f"{args.path}: OK, {manifest['bytes']:,} bytes, "
+        f"sha256 {manifest['sha256']}"
+    )
     versions = manifest.get("versions", {})
     print(
-        f"  saved at update {manifest['step']} by torch {versions.get('torch', '?')} "
-        f"(torch threads: {manifest.get('threads', '?')}) at {manifest.get('saved_at', '?')}"
+        f"  saved at update {manifest['step']} "
+        f"by torch {versions.get('torch', '?')} "
+        f"(torch threads: {manifest.get('threads', '?')}) "
+        f"at {manifest.get('saved_at', '?')}"
     )
     for line in describe(state):
         print(line)
@@ -400,15 +481,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def normalise_argv(argv: Sequence[str]) -> list[str]:
-    """No subcommand means the demo: `resume-lab --seed 3` is `resume-lab demo --seed 3`."""
+    """No subcommand means the demo: `resume-lab --seed 3` is
+    `resume-lab demo --seed 3`."""
     argv = list(argv)
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
+    if not argv or (
+        argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")
+    ):
         return ["demo", *argv]
     return argv
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(normalise_argv(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(
+        normalise_argv(sys.argv[1:] if argv is None else argv)
+    )
     if args.command in ("demo", "train"):
         torch.set_num_threads(args.threads)
     try:
@@ -420,20 +506,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except ConfigMismatchError as err:
         print(
-            f"resume-lab {args.command}: error: {err}; rerun with the options it was made with, "
+            f"resume-lab {args.command}: error: {err}; "
+            "rerun with the options it was made with, "
             "or choose a new --output-dir",
             file=sys.stderr,
         )
         return EXIT_USAGE
     except CheckpointError as err:
         print(
-            f"resume-lab {args.command}: rejected: {err}{newest_snapshot_hint(args)}",
+            f"resume-lab {args.command}: rejected: "
+            f"{err}{newest_snapshot_hint(args)}",
             file=sys.stderr,
         )
         return EXIT_REJECTED
     except SaveError as err:
         print(
-            f"resume-lab {args.command}: error: {err}; free space or fix the folder, then rerun "
+            f"resume-lab {args.command}: error: {err}; "
+            "free space or fix the folder, then rerun "
             "the same command to resume from the previous checkpoint",
             file=sys.stderr,
         )
@@ -444,7 +533,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def newest_snapshot_hint(args: argparse.Namespace) -> str:
-    """After a rejected last.pt, point at the newest kept checkpoint that still verifies."""
+    """After a rejected last.pt, point at the newest kept checkpoint that still
+    verifies."""
     folder = getattr(args, "output_dir", None)
     if args.command != "train" or folder is None:
         return ""
@@ -455,7 +545,7 @@ def newest_snapshot_hint(args: argparse.Namespace) -> str:
         except CheckpointError:
             continue
         return (
-            f"; {candidate} verifies: copy it and its .json over last.pt and last.json "
-            "to resume from it"
+            f"; {candidate} verifies: "
+            "copy it and its .json over last.pt and last.json to resume from it"
         )
     return ""

@@ -26,11 +26,15 @@ from resume_lab.resume import resume, save_training
 CURVE_FIELDS = ("loss", "grad_norm", "lr")
 
 
-def run_uninterrupted(config: LabConfig, folder: Path, *, quiet: bool = True) -> Trainer:
+def run_uninterrupted(
+    config: LabConfig, folder: Path, *, quiet: bool = True
+) -> Trainer:
     """Run A: one process, start to finish."""
     folder.mkdir(parents=True, exist_ok=True)
     trainer = build_trainer(
-        config, init_seed=config.seed, callbacks=[Progress("A", config.steps, quiet=quiet)]
+        config,
+        init_seed=config.seed,
+        callbacks=[Progress("A", config.steps, quiet=quiet)],
     )
     trainer.fit(config.steps)
     write_final(trainer, folder)
@@ -47,7 +51,8 @@ def run_interrupted(
     label: str = "B",
     quiet: bool = True,
 ) -> Trainer:
-    """Run B (or C with restore_rng=False): killed at `kill_at`, rebuilt from the file, finished."""
+    """Run B (or C with restore_rng=False): killed at `kill_at`, rebuilt from
+    the file, finished."""
     folder.mkdir(parents=True, exist_ok=True)
     progress = Progress(label, config.steps, quiet=quiet)
     first = build_trainer(config, init_seed=config.seed, callbacks=[progress])
@@ -61,14 +66,15 @@ def run_interrupted(
         gc.collect()
     assert model_alive() is None, "a training object outlived the 'kill'"
 
-    # A new process would start with its own seed; resume() must make that irrelevant.
+    # A new process would have its own seed; resume() must make that irrelevant.
     init_seed = (config.seed + 1) % 2**32
     second = build_trainer(config, init_seed=init_seed, callbacks=[progress])
     verify(folder / "last.pt")  # size and SHA-256, before anything is unpickled
     resume(second, folder / "last.pt", restore_rng_state=restore_rng)
     progress.line(
-        f"killed at update {kill_at}; rebuilt with init seed {init_seed}, verified and loaded "
-        f"last.pt, {'restored' if restore_rng else 'did NOT restore'} the RNG state"
+        f"killed at update {kill_at}; rebuilt with init seed {init_seed}, "
+        "verified and loaded last.pt, "
+        f"{'restored' if restore_rng else 'did NOT restore'} the RNG state"
     )
     second.fit(config.steps)
     write_final(second, folder)
@@ -79,7 +85,8 @@ def run_interrupted(
 
 
 def tensors_equal(a: Any, b: Any) -> bool:
-    """Bitwise equality of nested dicts/lists of tensors and plain values (Composer-style)."""
+    """Bitwise equality of nested dicts/lists of tensors and plain values
+    (Composer-style)."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return (
             isinstance(a, torch.Tensor)
@@ -89,9 +96,13 @@ def tensors_equal(a: Any, b: Any) -> bool:
             and torch.equal(a, b)
         )
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(tensors_equal(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(
+            tensors_equal(a[k], b[k]) for k in a
+        )
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(tensors_equal(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(
+            tensors_equal(x, y) for x, y in zip(a, b, strict=True)
+        )
     return a == b
 
 
@@ -100,7 +111,8 @@ def first_divergent_step(
     other: list[dict[str, Any]],
     fields: Iterable[str] = DETERMINISTIC_FIELDS,
 ) -> int | None:
-    """The first update whose record differs in any of `fields`; None if the runs agree."""
+    """The first update whose record differs in any of `fields`; None if the
+    runs agree."""
     fields = tuple(fields)
     for ours, theirs in zip(reference, other, strict=False):
         if any(ours[f] != theirs[f] for f in fields):
@@ -117,13 +129,15 @@ def curve(
 
 
 def _storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
-    # What torch.save writes is each tensor's whole storage, not just its visible elements.
+    # What torch.save writes is each tensor's whole storage, not just its
+    # visible elements.
     return sum(t.untyped_storage().nbytes() for t in tensors)
 
 
 # --8<-- [start:checkpoint_bytes]
 def checkpoint_bytes(path: str | os.PathLike[str]) -> dict[str, int]:
-    """Where the bytes of a training checkpoint go, measured on the file itself."""
+    """Where the bytes of a training checkpoint go, measured on the file
+    itself."""
     state, _ = load_checkpoint(path)
     moments = [
         param_state[name]
@@ -139,9 +153,15 @@ def checkpoint_bytes(path: str | os.PathLike[str]) -> dict[str, int]:
         "rng_python": _storage_bytes([rng["python"]["words"]]),
     }
     total = Path(path).stat().st_size
-    with zipfile.ZipFile(path) as archive:  # torch.save's format: one data/N entry per storage
-        stored = sum(info.file_size for info in archive.infolist() if "/data/" in info.filename)
-    # The rest: other tensors (Adam step counts), the pickle (history, config...), ZIP headers.
+    # torch.save's format: one data/N entry per storage
+    with zipfile.ZipFile(path) as archive:
+        stored = sum(
+            info.file_size
+            for info in archive.infolist()
+            if "/data/" in info.filename
+        )
+    # The rest: other tensors (Adam step counts), the pickle
+    # (history, config...), ZIP headers.
     return {
         "total": total,
         **parts,
@@ -161,23 +181,44 @@ def default_kill_at(steps: int) -> int:
 def run_demo(
     config: LabConfig, kill_at: int, output_dir: Path, *, quiet: bool = True
 ) -> dict[str, Any]:
-    """Runs A, B, C into output_dir/{A,B,C}, writes nothing else; returns the report dict."""
+    """Runs A, B, C into output_dir/{A,B,C}, writes nothing else; returns the
+    report dict."""
     started = time.perf_counter()
     a = run_uninterrupted(config, output_dir / "A", quiet=quiet)
-    b = run_interrupted(config, kill_at, output_dir / "B", restore_rng=True, label="B", quiet=quiet)
+    b = run_interrupted(
+        config,
+        kill_at,
+        output_dir / "B",
+        restore_rng=True,
+        label="B",
+        quiet=quiet,
+    )
     c = run_interrupted(
-        config, kill_at, output_dir / "C", restore_rng=False, label="C", quiet=quiet
+        config,
+        kill_at,
+        output_dir / "C",
+        restore_rng=False,
+        label="C",
+        quiet=quiet,
     )
     final_metrics = evaluate(a.model, a.data.x_val, a.data.y_val)
     manifest = verify(output_dir / "B" / "last.pt")
-    final_digests = {name: verify(output_dir / name / "final.pt")["sha256"] for name in "ABC"}
+    final_digests = {
+        name: verify(output_dir / name / "final.pt")["sha256"] for name in "ABC"
+    }
     return {
-        "bitwise_equal": tensors_equal(a.model.state_dict(), b.model.state_dict()),
-        "optimizer_equal": tensors_equal(a.optimizer.state_dict(), b.optimizer.state_dict()),
+        "bitwise_equal": tensors_equal(
+            a.model.state_dict(), b.model.state_dict()
+        ),
+        "optimizer_equal": tensors_equal(
+            a.optimizer.state_dict(), b.optimizer.state_dict()
+        ),
         "final_files_identical": final_digests["A"] == final_digests["B"],
         "curves_equal": curve(a.history) == curve(b.history),
         "histories_equal": first_divergent_step(a.history, b.history) is None,
-        "negative_control_differs": not tensors_equal(a.model.state_dict(), c.model.state_dict()),
+        "negative_control_differs": not tensors_equal(
+            a.model.state_dict(), c.model.state_dict()
+        ),
         "first_divergent_step": first_divergent_step(a.history, c.history),
         "kill_at": kill_at,
         "steps_done": {"A": a.step, "B": b.step, "C": c.step},
@@ -204,36 +245,51 @@ def run_demo(
 
 def demo_passed(report: dict[str, Any]) -> bool:
     return bool(
-        report["bitwise_equal"] and report["curves_equal"] and report["negative_control_differs"]
+        report["bitwise_equal"]
+        and report["curves_equal"]
+        and report["negative_control_differs"]
     )
 
 
 def format_report(report: dict[str, Any], output_dir: Path) -> str:
     """The report as a reader would like to see it."""
-    cfg, sizes, ckpt = report["config"], report["checkpoint_bytes"], report["checkpoint"]
+    cfg, sizes, ckpt = (
+        report["config"],
+        report["checkpoint_bytes"],
+        report["checkpoint"],
+    )
     yes = {True: "yes", False: "NO"}
     diverged = report["first_divergent_step"]
-    a_end = f"{report['stop_reason']['A']} at update {report['steps_done']['A']}"
+    a_end = (
+        f"{report['stop_reason']['A']} at update {report['steps_done']['A']}"
+    )
     lines = [
-        f"resume lab: seed {cfg['seed']}, {cfg['steps']} updates, kill at {report['kill_at']}, "
+        f"resume lab: seed {cfg['seed']}, {cfg['steps']} updates, "
+        f"kill at {report['kill_at']}, "
         f"accum {cfg['accum']} (torch {report['versions']['torch']}, "
         f"{report['threads']} thread{'s' if report['threads'] != 1 else ''}, "
         f"{report['seconds']:.1f} s)",
-        f"  A  uninterrupted               val_accuracy {report['val_accuracy']:.4f} ({a_end})",
-        f"  B  killed, rebuilt, resumed    bitwise equal to A: {yes[report['bitwise_equal']]}"
+        "  A  uninterrupted               "
+        f"val_accuracy {report['val_accuracy']:.4f} ({a_end})",
+        "  B  killed, rebuilt, resumed    "
+        f"bitwise equal to A: {yes[report['bitwise_equal']]}"
         f" (optimizer state {yes[report['optimizer_equal']]}, "
         f"curves {yes[report['curves_equal']]}, "
         f"final.pt bytes {yes[report['final_files_identical']]})",
         f"  C  B without the RNG restore   differs from A: "
         f"{yes[report['negative_control_differs']]}"
         + (f", first at update {diverged}" if diverged is not None else ""),
-        f"  checkpoint B/last.pt (update {ckpt['step']}): {sizes['total']:,} bytes, "
+        f"  checkpoint B/last.pt (update {ckpt['step']}): "
+        f"{sizes['total']:,} bytes, "
         f"sha256 {ckpt['sha256'][:16]}...",
         f"    parameters {sizes['parameters']:,} + optimizer moments "
         f"{sizes['optimizer_moments']:,} + RNG torch {sizes['rng_torch']:,} / "
         f"numpy {sizes['rng_numpy']:,} / python {sizes['rng_python']:,}",
-        f"    + rest {sizes['rest']:,} (step counts, history, config, pickle, ZIP headers)",
+        f"    + rest {sizes['rest']:,} "
+        "(step counts, history, config, pickle, ZIP headers)",
         f"  wrote {output_dir / 'report.json'} and A/, B/, C/",
-        "PASS: A == B bitwise, C differs" if demo_passed(report) else "FAIL: see report.json",
+        "PASS: A == B bitwise, C differs"
+        if demo_passed(report)
+        else "FAIL: see report.json",
     ]
     return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""The Trainer: one readable loop that owns the order of operations; callbacks own policy."""
+"""The Trainer: one readable loop that owns the order of operations; callbacks
+own policy."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from resume_lab.sampler import StepIndexedSampler
 if TYPE_CHECKING:
     from resume_lab.callbacks import Callback
 
-# Why fit() returned. The first three mean "stopped early on purpose, resumable from last.pt".
+# Why fit() returned. The first three mean "stopped early on purpose,
+# resumable from last.pt".
 SIGNAL = "signal"
 TIME_BUDGET = "time_budget"
 STOP_AFTER = "stop_after"
@@ -28,7 +30,8 @@ PREEMPTED = frozenset({SIGNAL, TIME_BUDGET, STOP_AFTER})
 COMPLETED = "completed"
 EARLY_STOPPING = "early_stopping"
 
-# The per-update fields that are a pure function of the configuration. step_time is wall clock.
+# The per-update fields that are a pure function of the configuration.
+# step_time is wall clock.
 DETERMINISTIC_FIELDS = (
     "step",
     "loss",
@@ -45,7 +48,9 @@ class StopFlag(Protocol):
 
 
 class Trainer:
-    """Training state plus the loop. Everything a checkpoint needs is an attribute here."""
+    """Training state plus the loop.
+
+    Everything a checkpoint needs is an attribute here."""
 
     def __init__(
         self,
@@ -65,8 +70,9 @@ class Trainer:
         self.sampler = sampler
         self.data = data
         self.callbacks = list(callbacks)
-        self.preemption = preemption  # set by a SIGTERM/SIGINT handler, read at update boundaries
-        # The clocks: updates, data position (epoch, next micro-batch in it), examples.
+        # set by a SIGTERM/SIGINT handler, read at update boundaries
+        self.preemption = preemption
+        # Clocks: updates, data position (epoch, next micro-batch), examples.
         self.step = 0
         self.epoch = 0
         self.micro = 0
@@ -79,49 +85,68 @@ class Trainer:
             getattr(callback, event)(self, *args)
 
     def request_stop(self, reason: str) -> None:
-        """Ask the loop to stop at the end of this update; the first reason given wins."""
+        """Ask the loop to stop at the end of this update; the first reason
+        given wins."""
         if self.stop_reason is None:
             self.stop_reason = reason
 
     # --8<-- [start:trainer_fit]
     def fit(self, max_steps: int) -> str:
-        """Train until `max_steps` updates are done or a callback stops the run; return why."""
+        """Train until `max_steps` updates are done or a callback stops the run;
+        return why."""
         self.model.train()
         self.stop_reason = None
         self.emit("on_fit_start")
         while self.step < max_steps and self.stop_reason is None:
             started = time.perf_counter()
-            # One update: `accum` micro-batches, fewer at the end of an epoch (a short window).
-            window = list(islice(self.sampler.batches(self.epoch, self.micro), self.config.accum))
+            # One update: `accum` micro-batches, fewer at the end of an epoch
+            # (a short window).
+            batches = self.sampler.batches(self.epoch, self.micro)
+            window = list(islice(batches, self.config.accum))
             window_examples = sum(len(indices) for indices in window)
             loss_sum = None
             for indices in window:
                 logits = self.model(self.data.x_train[indices])
-                # Summed loss over the window's example count: exact even for a short window.
-                loss = F.cross_entropy(logits, self.data.y_train[indices], reduction="sum")
+                # Summed loss over the window's example count:
+                # exact even for a short window.
+                loss = F.cross_entropy(
+                    logits, self.data.y_train[indices], reduction="sum"
+                )
                 loss = loss / window_examples
                 loss.backward()  # gradients add up in .grad across the window
-                if loss_sum is None:  # the first micro-batch starts the sum: no zeros to fill
+                # the first micro-batch starts the sum: no zeros to fill
+                if loss_sum is None:
                     loss_sum = loss.detach().clone()
                 else:
-                    loss_sum += loss.detach()  # stays a tensor: no sync in the hot path
-            # Pre-clip total norm; a NaN or inf gradient stops the run instead of zeroing weights.
+                    # stays a tensor: no sync in the hot path
+                    loss_sum += loss.detach()
+            # Pre-clip total norm; a NaN or inf gradient stops the run instead
+            # of zeroing weights.
             grad_norm = clip_grad_norm_(
-                self.model.parameters(), self.config.max_norm, error_if_nonfinite=True
+                self.model.parameters(),
+                self.config.max_norm,
+                error_if_nonfinite=True,
             )
-            lr = self.optimizer.param_groups[0]["lr"]  # the rate this update uses
+            # the rate this update uses
+            lr = self.optimizer.param_groups[0]["lr"]
             self.optimizer.step()
             self.scheduler.step()  # once per update, never per micro-batch
             self.optimizer.zero_grad(set_to_none=True)
             self._advance(micro_batches=len(window), examples=window_examples)
-            self._log(loss_sum, grad_norm, lr, step_time=time.perf_counter() - started)
+            self._log(
+                loss_sum, grad_norm, lr, step_time=time.perf_counter() - started
+            )
             self.emit("on_step_end")
-            if self.config.eval_every and self.step % self.config.eval_every == 0:
+            if (
+                self.config.eval_every
+                and self.step % self.config.eval_every == 0
+            ):
                 metrics = evaluate(self.model, self.data.x_val, self.data.y_val)
                 self.history[-1].update(metrics)
                 self.emit("on_eval_end", metrics)
-            # An update boundary: gradients are None and the window is complete. The only
-            # place where saving is allowed, so a resume never starts mid-accumulation.
+            # An update boundary: gradients are None and the window is complete.
+            # The only place where saving is allowed, so a resume never starts
+            # mid-accumulation.
             self.emit("on_boundary")
             if self.preemption is not None and self.preemption.requested:
                 self.request_stop(SIGNAL)
@@ -136,12 +161,18 @@ class Trainer:
         self.examples_seen += examples
         self.micro += micro_batches
         if self.micro == self.sampler.micro_batches_per_epoch:
-            self.epoch, self.micro = self.epoch + 1, 0  # the next update draws a new permutation
+            # the next update draws a new permutation
+            self.epoch, self.micro = self.epoch + 1, 0
 
     def _log(
-        self, loss: torch.Tensor, grad_norm: torch.Tensor, lr: float, step_time: float
+        self,
+        loss: torch.Tensor,
+        grad_norm: torch.Tensor,
+        lr: float,
+        step_time: float,
     ) -> None:
-        # The one sync point of an update: .item() here, where the numbers are recorded.
+        # The one sync point of an update: .item() here, where the numbers
+        # are recorded.
         self.history.append(
             {
                 "step": self.step,

@@ -1,4 +1,5 @@
-"""The model: an MLP 16 → 64 → 64 → 4 with dropout 0.1 (5,508 parameters)."""
+"""The model: an MLP 16 → 64 → 64 → 4 with dropout 0.1 (5,508
+parameters)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ NUM_PARAMETERS = (
 
 # --8<-- [start:build_model]
 def build_model(dropout: float = 0.1) -> nn.Sequential:
-    """Initialised from the global torch RNG, like any model built in a fresh process."""
+    """Initialised from the global torch RNG, like any model built in a fresh
+    process."""
     return nn.Sequential(
         nn.Linear(NUM_FEATURES, HIDDEN),
         nn.ReLU(),
-        nn.Dropout(dropout),  # draws from the global torch RNG: why RNG state is checkpointed
+        # draws from the global torch RNG: why RNG state is checkpointed
+        nn.Dropout(dropout),
         nn.Linear(HIDDEN, HIDDEN),
         nn.ReLU(),
         nn.Dropout(dropout),

@@ -16,23 +16,41 @@ TIMING = "timing.json"
 
 
 def history_records(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The reproducible part of each record. Wall-clock step_time goes to timing.json instead,
-    so that history.json of a resumed run is byte-identical to an uninterrupted run's."""
-    return [{field: record[field] for field in DETERMINISTIC_FIELDS} for record in history]
+    """The reproducible part of each record.
+
+    Wall-clock step_time goes to timing.json instead, so that history.json of a
+    resumed run is byte-identical to an uninterrupted run's."""
+    return [
+        {field: record[field] for field in DETERMINISTIC_FIELDS}
+        for record in history
+    ]
 
 
 def write_json(path: Path, value: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(value, indent=1) + "\n").encode("utf8"))
+    atomic_write_bytes(
+        path, (json.dumps(value, indent=1) + "\n").encode("utf8")
+    )
 
 
 def write_final(trainer: Trainer, folder: str | os.PathLike[str]) -> Path:
-    """final.pt (a flat dict of tensors, with final.json beside it), history.json, timing.json."""
+    """final.pt (a flat dict of tensors, with final.json beside it),
+    history.json, timing.json."""
     folder = Path(folder)
-    weights = dict(trainer.model.state_dict())  # plain dict: any tensor-dict reader can take it
-    save_checkpoint(weights, folder / FINAL, step=trainer.step, config=trainer.config.to_dict())
+    # plain dict: any tensor-dict reader can take it
+    weights = dict(trainer.model.state_dict())
+    save_checkpoint(
+        weights,
+        folder / FINAL,
+        step=trainer.step,
+        config=trainer.config.to_dict(),
+    )
     write_json(folder / HISTORY, history_records(trainer.history))
     write_json(
-        folder / TIMING, [{"step": r["step"], "step_time": r["step_time"]} for r in trainer.history]
+        folder / TIMING,
+        [
+            {"step": r["step"], "step_time": r["step_time"]}
+            for r in trainer.history
+        ],
     )
     return folder / FINAL
 

@@ -1,4 +1,6 @@
-"""A progress bar on a terminal; plain log lines everywhere else. No extra dependency."""
+"""A progress bar on a terminal; plain log lines everywhere else.
+
+No extra dependency."""
 
 from __future__ import annotations
 
@@ -6,7 +8,13 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from resume_lab.callbacks import Callback
-from resume_lab.loop import COMPLETED, EARLY_STOPPING, SIGNAL, STOP_AFTER, TIME_BUDGET
+from resume_lab.loop import (
+    COMPLETED,
+    EARLY_STOPPING,
+    SIGNAL,
+    STOP_AFTER,
+    TIME_BUDGET,
+)
 
 if TYPE_CHECKING:
     from resume_lab.loop import Trainer
@@ -23,10 +31,16 @@ ENDINGS = {
 
 
 class Progress(Callback):
-    """Draws a bar on a TTY unless quiet; always writes evaluations and the end as plain lines."""
+    """Draws a bar on a TTY unless quiet; always writes evaluations and the end
+    as plain lines."""
 
     def __init__(
-        self, label: str, total: int, *, quiet: bool = False, stream: TextIO | None = None
+        self,
+        label: str,
+        total: int,
+        *,
+        quiet: bool = False,
+        stream: TextIO | None = None,
     ) -> None:
         self.label, self.total = label, total
         self.stream = stream if stream is not None else sys.stderr
@@ -64,6 +78,7 @@ class Progress(Callback):
 
     def on_fit_end(self, trainer: Trainer, reason: str) -> None:
         if reason == COMPLETED and trainer.step < self.total:
-            self.line(f"paused at update {trainer.step}")  # fit() was asked to stop here
+            # fit() was asked to stop here
+            self.line(f"paused at update {trainer.step}")
         else:
             self.line(f"{ENDINGS.get(reason, reason)} at update {trainer.step}")

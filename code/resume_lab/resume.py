@@ -7,7 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from resume_lab import state_keys as keys
-from resume_lab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint, versions
+from resume_lab.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    save_checkpoint,
+    versions,
+)
 from resume_lab.rng import capture_rng, restore_rng
 
 if TYPE_CHECKING:
@@ -15,12 +20,14 @@ if TYPE_CHECKING:
 
 
 class ConfigMismatchError(CheckpointError):
-    """The checkpoint was made with other settings: resuming it would be another experiment."""
+    """The checkpoint was made with other settings: resuming it would be
+    another experiment."""
 
 
 # --8<-- [start:training_state]
 def training_state(trainer: Trainer) -> dict[str, Any]:
-    """Everything update `step + 1` depends on, as tensors, containers and primitives only."""
+    """Everything update `step + 1` depends on, as tensors, containers and
+    primitives only."""
     return {
         keys.FORMAT: keys.FORMAT_VERSION,
         keys.STEP: trainer.step,
@@ -35,7 +42,11 @@ def training_state(trainer: Trainer) -> dict[str, Any]:
             "examples_seen": trainer.examples_seen,
         },
         keys.RNG: capture_rng(),
-        keys.CALLBACKS: {cb.state_key: cb.state_dict() for cb in trainer.callbacks if cb.state_key},
+        keys.CALLBACKS: {
+            cb.state_key: cb.state_dict()
+            for cb in trainer.callbacks
+            if cb.state_key
+        },
         keys.HISTORY: [dict(record) for record in trainer.history],
         keys.CONFIG: trainer.config.to_dict(),
         keys.VERSIONS: versions(),
@@ -45,34 +56,50 @@ def training_state(trainer: Trainer) -> dict[str, Any]:
 # --8<-- [end:training_state]
 
 
-def save_training(trainer: Trainer, path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Atomically save the training state to `path` with its manifest; returns the manifest."""
+def save_training(
+    trainer: Trainer, path: str | os.PathLike[str]
+) -> dict[str, Any]:
+    """Atomically save the training state to `path` with its manifest; returns
+    the manifest."""
     return save_checkpoint(
-        training_state(trainer), path, step=trainer.step, config=trainer.config.to_dict()
+        training_state(trainer),
+        path,
+        step=trainer.step,
+        config=trainer.config.to_dict(),
     )
 
 
 # --8<-- [start:resume]
 def resume(
-    trainer: Trainer, path: str | os.PathLike[str], *, restore_rng_state: bool = True
+    trainer: Trainer,
+    path: str | os.PathLike[str],
+    *,
+    restore_rng_state: bool = True,
 ) -> dict[str, Any]:
-    """Load a verified checkpoint into a freshly built `trainer`; returns the manifest.
+    """Load a verified checkpoint into a freshly built `trainer`; returns the
+    manifest.
 
-    `trainer` was built the way a new process builds it (its own init seed, fresh objects).
-    Every piece of state is overwritten from the file; the RNG goes last.
+    `trainer` was built the way a new process builds it (its own init seed,
+    fresh objects). Every piece of state is overwritten from the file; the RNG
+    goes last.
     """
-    state, manifest = load_checkpoint(path)  # size and SHA-256 first, then weights_only=True
+    # size and SHA-256 first, then weights_only=True
+    state, manifest = load_checkpoint(path)
     differences = trainer.config.differences(state[keys.CONFIG])
     if differences:
         raise ConfigMismatchError(
-            f"{path} was made with another configuration: {'; '.join(differences)}"
+            f"{path} was made with another configuration: "
+            f"{'; '.join(differences)}"
         )
 
     trainer.model.load_state_dict(state[keys.MODEL])
-    trainer.optimizer.load_state_dict(state[keys.OPTIMIZER])  # moments, and the lr in use
-    trainer.scheduler.load_state_dict(state[keys.SCHEDULER])  # where the schedule stands
-    # Data order comes from the checkpoint's sampler seed, never from the seed this process
-    # was started with; the position is two integers, so nothing is replayed.
+    # moments, and the lr in use
+    trainer.optimizer.load_state_dict(state[keys.OPTIMIZER])
+    # where the schedule stands
+    trainer.scheduler.load_state_dict(state[keys.SCHEDULER])
+    # Data order comes from the checkpoint's sampler seed, never from the seed
+    # this process was started with; the position is two integers, so nothing
+    # is replayed.
     trainer.sampler.load_state_dict(state[keys.SAMPLER])
     position = state[keys.DATA_POSITION]
     trainer.epoch, trainer.micro = position["epoch"], position["micro"]
@@ -84,10 +111,14 @@ def resume(
         if callback.state_key is None:
             continue
         if callback.state_key not in saved_callbacks:
-            raise CheckpointError(f"{path}: holds no state for the {callback.state_key!r} callback")
+            raise CheckpointError(
+                f"{path}: holds no state for the "
+                f"{callback.state_key!r} callback"
+            )
         callback.load_state_dict(saved_callbacks[callback.state_key])
-    # Last: building the objects above drew from the RNG (init); the next draw must be the
-    # first dropout mask of update step + 1, exactly as in the run that saved this file.
+    # Last: building the objects above drew from the RNG (init); the next
+    # draw must be the first dropout mask of update step + 1, exactly as in
+    # the run that saved this file.
     if restore_rng_state:
         restore_rng(state[keys.RNG])
     return manifest

@@ -1,4 +1,5 @@
-"""Capture and restore the torch, Python and NumPy RNGs in a weights_only-loadable form."""
+"""Capture and restore the torch, Python and NumPy RNGs in a
+weights_only-loadable form."""
 
 from __future__ import annotations
 
@@ -11,15 +12,20 @@ import torch
 
 # --8<-- [start:capture_rng]
 def capture_rng() -> dict[str, Any]:
-    """Generator states as tensors and plain values: torch.load(weights_only=True) accepts them.
+    """Generator states as tensors and plain values:
+    torch.load(weights_only=True) accepts them.
 
-    NumPy's legacy state holds a uint32 ndarray, which the restricted unpickler refuses; its
-    key (and Python's 625 Mersenne Twister words) are stored as int64 tensors instead.
+    NumPy's legacy state holds a uint32 ndarray, which the restricted unpickler
+    refuses; its key (and Python's 625 Mersenne Twister words) are stored as
+    int64 tensors instead.
     """
     py_version, py_words, py_gauss = random.getstate()
-    np_kind, np_key, np_pos, np_has_gauss, np_gauss = np.random.get_state(legacy=True)
+    np_kind, np_key, np_pos, np_has_gauss, np_gauss = np.random.get_state(
+        legacy=True
+    )
     return {
-        "torch": torch.get_rng_state(),  # uint8 tensor: dropout masks come from here
+        # uint8 tensor: dropout masks come from here
+        "torch": torch.get_rng_state(),
         "python": {
             "version": py_version,
             "words": torch.tensor(py_words, dtype=torch.int64),
@@ -40,11 +46,15 @@ def capture_rng() -> dict[str, Any]:
 
 # --8<-- [start:restore_rng]
 def restore_rng(state: dict[str, Any]) -> None:
-    """Put every generator back. Call it after building fresh objects (init draws from the
-    torch RNG) and before the first forward pass (dropout draws from it)."""
+    """Put every generator back.
+
+    Call it after building fresh objects (init draws from the torch RNG) and
+    before the first forward pass (dropout draws from it)."""
     torch.set_rng_state(state["torch"])
     python = state["python"]
-    random.setstate((python["version"], tuple(python["words"].tolist()), python["gauss"]))
+    random.setstate(
+        (python["version"], tuple(python["words"].tolist()), python["gauss"])
+    )
     numpy_state = state["numpy"]
     np.random.set_state(
         (

@@ -1,4 +1,5 @@
-"""SIGTERM / SIGINT become a flag that the loop reads at the next update boundary."""
+"""SIGTERM / SIGINT become a flag that the loop reads at the next update
+boundary."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from types import FrameType
 
 # --8<-- [start:preemption]
 class PreemptionFlag:
-    """Set by SIGTERM or SIGINT; the Trainer stops at the next update boundary and saves.
+    """Set by SIGTERM or SIGINT; the Trainer stops at the next update boundary
+    and saves.
 
-    The handler only sets a flag: no exception is raised in the middle of a forward pass or,
-    worse, of a save. A second signal while stopping is acknowledged and otherwise ignored,
-    so it cannot interrupt the checkpoint being written.
+    The handler only sets a flag: no exception is raised in the middle of a
+    forward pass or, worse, of a save. A second signal while stopping is
+    acknowledged and otherwise ignored, so it cannot interrupt the checkpoint
+    being written.
     """
 
     def __init__(self) -> None:
@@ -25,20 +28,33 @@ class PreemptionFlag:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if self.requested:
-            message = f"\n{name} again: still saving the checkpoint, please wait\n"
+            message = (
+                f"\n{name} again: still saving the checkpoint, please wait\n"
+            )
         else:
-            message = f"\n{name}: stopping at the next update boundary and saving\n"
+            message = (
+                f"\n{name}: stopping at the next update boundary and saving\n"
+            )
             self.requested, self.signal_name = True, name
-        os.write(2, message.encode())  # os.write: safe even if the signal interrupted a print
+        # os.write: safe even if the signal interrupted a print
+        os.write(2, message.encode())
 
     @contextmanager
     def installed(
-        self, signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT), *, restore: bool = True
+        self,
+        signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT),
+        *,
+        restore: bool = True,
     ) -> Iterator[PreemptionFlag]:
-        """Handle `signums` inside the block. restore=False ignores them after it, until the
-        process exits: a signal that lands after the save must not turn "saved, exit 75" into a
-        kill (and Python resets its own handlers to the default while it shuts down)."""
-        previous = {signum: signal.signal(signum, self._handle) for signum in signums}
+        """Handle `signums` inside the block.
+
+        restore=False ignores them after it, until the process exits: a signal
+        that lands after the save must not turn "saved, exit 75" into a kill
+        (and Python resets its own handlers to the default while it shuts
+        down)."""
+        previous = {
+            signum: signal.signal(signum, self._handle) for signum in signums
+        }
         try:
             yield self
         finally:
