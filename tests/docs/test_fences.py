@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from fence_census import bare_word_options, fences, pages, runnable_python
+from fence_census import (
+    INCLUDE_LINE,
+    bare_word_options,
+    fences,
+    pages,
+    runnable_python,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<target>[^"]+)"\s*$', re.M)
 
 
 def collected_per_page() -> Counter:
@@ -55,7 +59,7 @@ def included_targets() -> list[tuple[Path, str]]:
     return [
         (page, match["target"])
         for page in pages(DOCS)
-        for match in INCLUDE.finditer(page.read_text("utf8"))
+        for match in INCLUDE_LINE.finditer(page.read_text("utf8"))
     ]
 
 

@@ -12,33 +12,21 @@ import re
 from pathlib import Path
 
 import pytest
-from fence_census import fences, pages
+from fence_census import INCLUDE_LINE, fences, pages
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 WIDTH = 80
-INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<target>[^"]+)"\s*$')
 MARKER = re.compile(r"--8<--\s*\[(start|end):")  # section markers: pymdownx.snippets hides them
 PLACEHOLDER = "{{"
 
 
-def fence_bodies(text: str) -> list[tuple[int, str, list[str]]]:
-    """(first body line number, indent, body lines) of each fence on a page."""
-    lines = text.splitlines()
-    bodies = []
-    for fence in fences(text):
-        end = fence.line
-        while end < len(lines) and not lines[end].strip().startswith(("```", "~~~")):
-            end += 1
-        bodies.append((fence.line + 1, fence.indent, lines[fence.line : end]))
-    return bodies
-
-
 def too_wide(page: Path, resolve) -> list[str]:
     found = []
-    for first, indent, body in fence_bodies(page.read_text("utf8")):
-        for number, line in enumerate(body, start=first):
-            include = INCLUDE.match(line)
+    for fence in fences(page.read_text("utf8")):
+        indent = fence.indent
+        for number, line in enumerate(fence.body, start=fence.line + 1):
+            include = INCLUDE_LINE.match(line)
             if include:
                 path, start, shown = resolve(include["target"])
                 name = path.relative_to(ROOT)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<mark>`{3,}|~{3,})(?P<info>[^`]*)$")
 PYTHON_LANGS = {"py", "python", "python3"}
+# A fence line that pymdownx.snippets replaces with a file or a section of one.
+INCLUDE_LINE = re.compile(r'^\s*--8<--\s+"(?P<target>[^"]+)"\s*$', re.M)
 KEY_VALUE = re.compile(r'^[\w-]+=("[^"]*"|\S+)$')
 
 
@@ -18,6 +20,7 @@ class Fence:
     lang: str | None
     options: tuple[str, ...]
     brace_form: bool
+    body: tuple[str, ...] = ()  # the lines between the opening and closing fence, as written
 
 
 def parse_info(info: str) -> tuple[str | None, tuple[str, ...], bool]:
@@ -34,11 +37,15 @@ def parse_info(info: str) -> tuple[str | None, tuple[str, ...], bool]:
 def fences(text: str) -> list[Fence]:
     """Every top-level fence, at any indentation; fences shown inside other fences are skipped."""
     found: list[Fence] = []
+    lines = text.splitlines()
     closing: re.Pattern | None = None
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if closing is not None:
             if closing.match(line):
                 closing = None
+                opening = found[-1]
+                body = tuple(lines[opening.line : number - 1])
+                found[-1] = replace(opening, body=body)
             continue
         opened = FENCE_OPEN.match(line)
         if not opened:
@@ -47,6 +54,8 @@ def fences(text: str) -> list[Fence]:
         lang, options, brace = parse_info(opened["info"])
         found.append(Fence(number, opened["indent"], lang, options, brace))
         closing = re.compile(rf"^[ \t]*{re.escape(mark[0])}{{{len(mark)},}}\s*$")
+    if closing is not None:  # a fence left open runs to the end of the page
+        found[-1] = replace(found[-1], body=tuple(lines[found[-1].line :]))
     return found
 
 
