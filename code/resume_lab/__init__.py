@@ -8,9 +8,12 @@ Modules, one job each:
 - loop: the Trainer (one readable loop, named events); callbacks: early
   stopping, checkpoints, stop conditions; evaluate: evaluation that consumes
   no training RNG
-- rng, state_keys, checkpoint, resume: what a checkpoint holds, how it is
-  written (atomic, hashed, with a manifest), verified before unpickling, and
-  put back in order
+- rng, state_keys, resume: what a checkpoint holds and the order in which
+  a resume puts it back
+- hashing, atomic, checkpoint, run_folder, history_log: how it is stored:
+  hashed while written, a directory committed by one rename with its
+  manifest, verified before unpickling; the last/best pointers, start-up
+  clean-up and rotation; the per-update log beside the checkpoints
 - build, outputs, signals, progress, experiment, cli: wiring, files, SIGTERM,
   the demo
 """
@@ -23,9 +26,9 @@ except PackageNotFoundError:  # a source tree that was never installed
     __version__ = "0+unknown"
 
 from resume_lab.build import build_trainer
+from resume_lab.atomic import atomic_save
 from resume_lab.checkpoint import (
     CheckpointError,
-    atomic_save,
     load_checkpoint,
     save_checkpoint,
     verify,

@@ -1,249 +1,51 @@
-"""Atomic, hashed checkpoint files with a JSON manifest checked before anything
-is unpickled."""
+"""A checkpoint is a directory, committed in one step: its manifest (every file
+with its size and content hash) is written last, and a rename makes the whole
+directory appear at once. Nothing is unpickled before the manifest vouches
+for every byte."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import errno
-import hashlib
-import io
 import json
 import os
 import pickle
 import platform
 import re
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+import secrets
+import shutil
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import numpy as np
 import torch
 
 from resume_lab import state_keys as keys
+from resume_lab.atomic import (
+    SaveError,
+    atomic_save,
+    atomic_write_bytes,
+    fsync_dir,
+    write_synced,
+)
+from resume_lab.hashing import (
+    DEFAULT_HASH,
+    HASHES,
+    FileDigest,
+    new_hasher,
+    stream_digest,
+)
 
-MANIFEST_FORMAT = 1
-TEMP_SUFFIX = ".tmp"
-REQUIRED_MANIFEST_KEYS = ("bytes", "sha256", "step", "versions", "config")
+MANIFEST = "manifest.json"
+STATE_FILE = "state.pt"
+MANIFEST_FORMAT = 2
+# a directory being written: never loaded, removed at the next start
+TEMP_PREFIX = "tmp-"
+REQUIRED_MANIFEST_KEYS = ("format", "step", "hash", "files", "config")
 
 
 class CheckpointError(Exception):
     """A checkpoint or its manifest is missing, damaged, or does not match;
     nothing was loaded."""
-
-
-class SaveError(OSError):
-    """Saving failed on the disk's side (full, read-only, I/O error); the target
-    was not replaced.
-
-    The message names the file and the cause; the original OSError is chained
-    as __cause__ and its errno is kept, so `err.errno == errno.ENOSPC` still
-    tells a full disk.
-    """
-
-    def __init__(self, path: Path, cause: OSError) -> None:
-        reason = cause.strerror or str(cause) or type(cause).__name__
-        super().__init__(
-            f"could not save {path}: {reason}; {path.name} was not replaced"
-        )
-        self.errno = cause.errno
-
-
-@dataclass(frozen=True)
-class FileDigest:
-    bytes: int
-    sha256: str
-
-
-class HashingWriter:
-    """A write-only file wrapper that hashes and counts every byte on its way to
-    disk.
-
-    torch.save only calls write() and flush() on a file object and never seeks
-    back, so the digest of the bytes passed through here is the digest of the
-    file: no second read pass.
-
-    On a fast disk SHA-256 is about as slow as the durable write itself, so
-    hashing in line would nearly double a save. A large write is hashed by a
-    helper thread while this one copies it into the file (both release the
-    GIL), and the bytes written so far go to the disk in the background
-    (fdatasync), so the final fsync has little left to wait for. Use it in a
-    `with` block: leaving it waits for the helpers and raises a background
-    sync's error.
-    """
-
-    # smaller writes are hashed inline: a hand-off would cost more
-    PARALLEL_MIN = 256 * 1024
-
-    def __init__(self, file: BinaryIO) -> None:
-        self._file = file
-        self._sha256 = hashlib.sha256()
-        self._bytes = 0
-        # why a write failed: torch.save reports it vaguely
-        self.error: OSError | None = None
-        # started by the first large write
-        self._helpers: ThreadPoolExecutor | None = None
-        self._syncing: Future[None] | None = None
-
-    # --8<-- [start:hashing_writer]
-    def write(self, data: bytes) -> int:
-        self._bytes += len(data)
-        try:
-            if len(data) < self.PARALLEL_MIN:
-                self._sha256.update(data)
-                return self._file.write(data)
-            return self._write_large(data)
-        except OSError as err:
-            self.error = err
-            raise
-
-    def _write_large(self, data: bytes) -> int:
-        if self._helpers is None:
-            self._helpers = ThreadPoolExecutor(
-                max_workers=2, thread_name_prefix="checkpoint"
-            )
-        hashing = self._helpers.submit(self._sha256.update, data)
-        try:
-            written = self._file.write(data)
-        finally:
-            # torch may free `data` once write() returns: the hash is done first
-            hashing.result()
-        if self._syncing is None or self._syncing.done():
-            if self._syncing is not None:
-                # a failed background sync must not go unnoticed
-                self._syncing.result()
-            self._file.flush()
-            self._syncing = self._helpers.submit(fdatasync, self._file.fileno())
-        return written
-
-    # --8<-- [end:hashing_writer]
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        """Wait for the helper threads; raise the background sync's error, if it
-        had one."""
-        helpers, syncing, self._helpers, self._syncing = (
-            self._helpers,
-            self._syncing,
-            None,
-            None,
-        )
-        if helpers is None:
-            return
-        try:
-            if syncing is not None:
-                syncing.result()
-        except OSError as err:
-            self.error = err
-            raise
-        finally:
-            helpers.shutdown()
-
-    def __enter__(self) -> HashingWriter:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, *rest: object
-    ) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            # the error already on its way says more
-            with contextlib.suppress(OSError):
-                self.close()
-
-    def digest(self) -> FileDigest:
-        return FileDigest(self._bytes, self._sha256.hexdigest())
-
-
-def fdatasync(fd: int) -> None:
-    """Push a file's written bytes to the disk (fsync where there is no
-    fdatasync, as on macOS)."""
-    getattr(os, "fdatasync", os.fsync)(fd)
-
-
-def temp_path(path: Path) -> Path:
-    """Same folder as the target, so the final os.replace is a rename on one
-    filesystem."""
-    return path.with_name(path.name + TEMP_SUFFIX)
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename in `folder` durable: the directory entry lives in the
-    folder, not the file."""
-    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    except OSError as err:
-        # a few filesystems cannot fsync a directory; nothing more to do there
-        if err.errno != errno.EINVAL:
-            # name the folder
-            raise OSError(err.errno, err.strerror, os.fspath(folder)) from err
-    finally:
-        os.close(fd)
-
-
-# --8<-- [start:atomic_save]
-def atomic_save(obj: Any, path: str | os.PathLike[str]) -> FileDigest:
-    """torch.save `obj` so that `path` holds either the old file or the complete
-    new one.
-
-    Returns the size and SHA-256 of the bytes written, computed while writing
-    them. A failing disk raises SaveError, which names the file and the cause;
-    `path` is then left as it was.
-    """
-    path = Path(path)
-    tmp = temp_path(path)
-    try:
-        with open(tmp, "wb") as f, HashingWriter(f) as writer:
-            torch.save(obj, writer)
-            f.flush()
-            # the bytes are on disk before any name points at them
-            os.fsync(f.fileno())
-        # atomic on POSIX: readers see the old file or the new one
-        os.replace(tmp, path)
-    except OSError as err:
-        # a full disk, a failed fsync or rename: say which file, and why
-        raise SaveError(path, err) from err
-    except RuntimeError:
-        # torch.save reports a failed write as "unexpected pos ..."
-        if writer.error is None:
-            # not the disk: torch's own message says what could not be saved
-            raise
-        raise SaveError(path, writer.error) from writer.error
-    finally:
-        # after a failure; after success it is already gone
-        tmp.unlink(missing_ok=True)
-    fsync_dir(path.parent)  # the rename itself survives a power cut
-    return writer.digest()
-
-
-# --8<-- [end:atomic_save]
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """The same write-fsync-rename-fsync sequence for a small file (the
-    manifest)."""
-    tmp = temp_path(path)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as err:
-        raise SaveError(path, err) from err
-    finally:
-        tmp.unlink(missing_ok=True)
-    fsync_dir(path.parent)
-
-
-def manifest_path(path: str | os.PathLike[str]) -> Path:
-    """`last.pt` → `last.json`."""
-    return Path(path).with_suffix(".json")
 
 
 def versions() -> dict[str, str]:
@@ -259,29 +61,21 @@ def versions() -> dict[str, str]:
     }
 
 
-# --8<-- [start:manifest]
-def save_checkpoint(
-    state: dict[str, Any],
-    path: str | os.PathLike[str],
+def make_manifest(
+    files: dict[str, FileDigest],
     *,
     step: int,
     config: dict[str, Any],
+    algorithm: str,
 ) -> dict[str, Any]:
-    """atomic_save `state`, then write the manifest beside it (itself
-    atomically).
-
-    The manifest goes second, so it never describes bytes that are not on disk
-    yet. A process killed between the two renames leaves an old manifest beside
-    a new file: verify() then refuses the pair, it never trusts it.
-    """
-    path = Path(path)
-    digest = atomic_save(state, path)
-    manifest = {
+    return {
         "format": MANIFEST_FORMAT,
-        "file": path.name,
-        "bytes": digest.bytes,
-        "sha256": digest.sha256,
         "step": step,
+        "hash": algorithm,
+        "files": {
+            name: {"bytes": d.bytes, "digest": d.digest}
+            for name, d in sorted(files.items())
+        },
         "config": config,
         "versions": versions(),
         # bitwise resume holds for the same thread count
@@ -290,31 +84,119 @@ def save_checkpoint(
             timespec="seconds"
         ),
     }
+
+
+def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
     text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    atomic_write_bytes(manifest_path(path), text.encode("utf8"))
-    return manifest
+    with open(path, "x", encoding="utf8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
 
 
-# --8<-- [end:manifest]
+# --8<-- [start:commit]
+def save_checkpoint(
+    files: dict[str, Any],
+    folder: str | os.PathLike[str],
+    name: str,
+    *,
+    step: int,
+    config: dict[str, Any],
+    algorithm: str = DEFAULT_HASH,
+) -> Path:
+    """torch.save each of `files` into the new checkpoint directory
+    `folder/name`, which appears whole or not at all. Returns its path.
+
+    Every file is written and fsynced inside a temporary directory beside
+    the target, the manifest last; one rename is the commit.
+    """
+    folder = Path(folder)
+    target = folder / name
+    tmp = folder / f"{TEMP_PREFIX}{name}-{secrets.token_hex(4)}"
+    try:
+        tmp.mkdir()
+        digests = {
+            filename: write_synced(obj, tmp / filename, algorithm)
+            for filename, obj in files.items()
+        }
+        manifest = make_manifest(
+            digests, step=step, config=config, algorithm=algorithm
+        )
+        write_manifest(tmp / MANIFEST, manifest)  # last: the commit record
+        fsync_dir(tmp)  # the directory's entries are durable
+        if target.exists():
+            replace_existing(target, tmp, manifest)
+        else:
+            os.rename(tmp, target)  # the commit: one atomic step
+        fsync_dir(folder)  # the commit survives a power cut
+    except OSError as err:
+        raise SaveError(target, err) from err
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # only after a failure
+    return target
 
 
-def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of checkpoint `path`, checked for shape only (not yet
-    against the file)."""
+# --8<-- [end:commit]
+
+
+def replace_existing(target: Path, new: Path, manifest: dict[str, Any]) -> None:
+    """A checkpoint of this step was committed by a run that was then killed
+    before it moved `last` on. A bitwise resume reproduces it byte for byte:
+    keep it. Anything else is replaced (moved aside first, then deleted)."""
+    try:
+        if read_manifest(target)["files"] == manifest["files"]:
+            return
+    except CheckpointError:
+        pass
+    aside = target.with_name(f"{TEMP_PREFIX}{target.name}-replaced")
+    shutil.rmtree(aside, ignore_errors=True)
+    os.rename(target, aside)
+    os.rename(new, target)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+# --- reading ---------------------------------------------------------------
+
+
+def locate(path: str | os.PathLike[str]) -> Path:
+    """The checkpoint that `path` names: a checkpoint directory, a pointer to
+    one (`run/last`), a run folder (its `last`), or a single file with a
+    `.json` manifest beside it (`final.pt`)."""
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: no such checkpoint file")
-    beside = manifest_path(path)
-    if not beside.is_file():
+    if path.is_symlink() and not path.exists():
         raise CheckpointError(
-            f"{path}: its manifest {beside.name} is missing; "
-            "refusing to load a checkpoint that cannot be verified"
+            f"{path} points to {os.readlink(path)}, which does not exist"
+        )
+    if path.is_dir() and not (path / MANIFEST).exists():
+        last = path / "last"
+        if last.is_symlink() or last.exists():
+            return locate(last)  # a run folder
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such checkpoint")
+    return path.resolve()
+
+
+def manifest_of(checkpoint: Path) -> Path:
+    """manifest.json inside a checkpoint directory; final.json beside a
+    single-file checkpoint (final.pt)."""
+    if checkpoint.is_dir():
+        return checkpoint / MANIFEST
+    return checkpoint.with_suffix(".json")
+
+
+def read_manifest(checkpoint: Path) -> dict[str, Any]:
+    """The manifest, checked for shape only (not yet against the files)."""
+    path = manifest_of(checkpoint)
+    if not path.is_file():
+        raise CheckpointError(
+            f"{path}: missing; {checkpoint} is not a committed checkpoint "
+            "and is never loaded"
         )
     try:
-        manifest = json.loads(beside.read_text("utf8"))
+        manifest = json.loads(path.read_text("utf8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise CheckpointError(
-            f"{path}: its manifest {beside.name} is not valid JSON ({err})"
+            f"{path}: not valid JSON ({err}); the manifest was damaged"
         ) from None
     missing = [
         key
@@ -323,57 +205,85 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     ]
     if missing:
         raise CheckpointError(
-            f"{path}: its manifest {beside.name} lacks {', '.join(missing)}; "
-            "it was not written by this lab"
+            f"{path}: lacks {', '.join(missing)}; "
+            "it was not written by this version of the lab"
+        )
+    if manifest["hash"] not in HASHES:
+        raise CheckpointError(
+            f"{path}: names hash {manifest['hash']!r}; "
+            f"this lab checks {', '.join(sorted(HASHES))}"
         )
     return manifest
 
 
-def file_digest(path: str | os.PathLike[str]) -> FileDigest:
-    """Size and SHA-256 of a file, read in blocks."""
-    sha256 = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            sha256.update(block)
-            size += len(block)
-    return FileDigest(size, sha256.hexdigest())
-
-
-def _check(
-    path: Path, manifest: dict[str, Any], size: int, sha256: str
+def check_file(
+    path: Path, file: IO[bytes], entry: dict[str, Any], algorithm: str
 ) -> None:
-    if size != manifest["bytes"] or sha256 != manifest["sha256"]:
+    """Stream `file` through the hash and compare with its manifest entry."""
+    found = stream_digest(file, algorithm)  # type: ignore[arg-type]
+    if (found.bytes, found.digest) != (entry["bytes"], entry["digest"]):
         raise CheckpointError(
-            f"{path} does not match {manifest_path(path).name}: "
-            f"expected {manifest['bytes']} bytes "
-            f"with sha256 {manifest['sha256']}, "
-            f"found {size} bytes with sha256 {sha256}; "
-            "the file is damaged or was changed after it was saved"
+            f"{path}: expected {entry['bytes']} bytes with {algorithm} "
+            f"{entry['digest']}, found {found.bytes} bytes with {algorithm} "
+            f"{found.digest}; the file is damaged or was changed after it "
+            "was saved"
+        )
+
+
+def check_listing(checkpoint: Path, manifest: dict[str, Any]) -> None:
+    """Every listed file present, and nothing unlisted beside them."""
+    listed = manifest["files"]
+    present = {p.name for p in checkpoint.iterdir()} - {MANIFEST}
+    for name in sorted(set(listed) - present):
+        entry = listed[name]
+        raise CheckpointError(
+            f"{checkpoint / name}: expected {entry['bytes']} bytes with "
+            f"{manifest['hash']} {entry['digest']}, found no such file"
+        )
+    for name in sorted(present - set(listed)):
+        size = (checkpoint / name).stat().st_size
+        raise CheckpointError(
+            f"{checkpoint / name}: expected no such file (it is not in "
+            f"{MANIFEST}), found {size} bytes; something was added after "
+            "the checkpoint was committed"
         )
 
 
 # --8<-- [start:verify]
-def verify(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Check size and SHA-256 against the manifest, without unpickling anything.
+def verify(
+    path: str | os.PathLike[str],
+    opened: dict[str, IO[bytes]] | None = None,
+) -> dict[str, Any]:
+    """Check every file against the manifest, without unpickling anything.
 
-    Returns the manifest; raises CheckpointError naming the file and both
-    digests.
+    `path` may be a checkpoint directory, a pointer, a run folder or a
+    single-file checkpoint. `opened` maps file names to handles to hash
+    instead of opening them again. Returns the manifest.
     """
-    path = Path(path)
-    manifest = read_manifest(path)
-    sha256 = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            sha256.update(block)
-    _check(path, manifest, path.stat().st_size, sha256.hexdigest())
+    checkpoint = locate(path)
+    manifest = read_manifest(checkpoint)
+    if checkpoint.is_dir():
+        check_listing(checkpoint, manifest)
+        files = {name: checkpoint / name for name in manifest["files"]}
+    else:
+        files = {checkpoint.name: checkpoint}
+    for name, file_path in files.items():
+        entry = manifest["files"].get(name)
+        if entry is None:
+            raise CheckpointError(f"{file_path}: not listed in its manifest")
+        handle = (opened or {}).get(name)
+        if handle is not None:
+            check_file(file_path, handle, entry, manifest["hash"])
+            continue
+        with open(file_path, "rb") as f:
+            check_file(file_path, f, entry, manifest["hash"])
     return manifest
 
 
 # --8<-- [end:verify]
 
 
-def _first_line(err: Exception) -> str:
+def first_line(err: Exception) -> str:
     """torch's unpickling errors are paragraphs with ANSI codes; keep the line
     that says why."""
     lines = [
@@ -381,17 +291,13 @@ def _first_line(err: Exception) -> str:
         for line in str(err).splitlines()
     ]
     reason = next(
-        (
-            line
-            for line in lines
-            if "Unsupported" in line or "unsupported" in line
-        ),
+        (line for line in lines if "nsupported" in line),
         None,
     )
     return reason or next((line for line in lines if line), type(err).__name__)
 
 
-def _check_contents(path: Path, state: Any, manifest: dict[str, Any]) -> None:
+def check_contents(path: Path, state: Any, manifest: dict[str, Any]) -> None:
     """A training checkpoint must say what its manifest says (step and
     configuration)."""
     if not (isinstance(state, dict) and keys.STEP in state):
@@ -409,41 +315,54 @@ def _check_contents(path: Path, state: Any, manifest: dict[str, Any]) -> None:
 def load_checkpoint(
     path: str | os.PathLike[str],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(state, manifest): verified first, then loaded with the restricted
-    unpickler.
+    """(state, manifest): every file verified first, then the state loaded
+    with the restricted unpickler.
 
-    The bytes are read once, so the bytes that were hashed are the bytes that
-    are unpickled. weights_only=True builds only tensors, containers and
-    primitives: no allowlist needed, because everything the lab saves is one of
-    those.
+    The state file is opened once: the handle that was hashed is the handle
+    that is unpickled, so a file renamed over it in between changes nothing.
+    Nothing is read into memory but the tensors themselves.
     """
-    path = Path(path)
-    manifest = read_manifest(path)
-    data = path.read_bytes()
-    _check(path, manifest, len(data), hashlib.sha256(data).hexdigest())
-    try:
-        state = torch.load(
-            io.BytesIO(data), weights_only=True, map_location="cpu"
-        )
-    except (pickle.UnpicklingError, RuntimeError) as err:
-        # a digest only proves "unchanged"
-        raise CheckpointError(
-            f"{path}: matches its manifest but cannot be loaded safely: "
-            f"{_first_line(err)}"
-        ) from None
-    _check_contents(path, state, manifest)
+    checkpoint = locate(path)
+    state_path = checkpoint / STATE_FILE if checkpoint.is_dir() else checkpoint
+    with open(state_path, "rb") as f:
+        manifest = verify(checkpoint, opened={state_path.name: f})
+        f.seek(0)
+        try:
+            state = torch.load(f, weights_only=True, map_location="cpu")
+        except (pickle.UnpicklingError, RuntimeError) as err:
+            # a digest only proves "unchanged"
+            raise CheckpointError(
+                f"{state_path}: matches its manifest but cannot be loaded "
+                f"safely: {first_line(err)}"
+            ) from None
+    check_contents(state_path, state, manifest)
     return state, manifest
 
 
 # --8<-- [end:load_checkpoint]
 
 
-def remove_stale_temp_files(folder: str | os.PathLike[str]) -> list[Path]:
-    """Delete `*.pt.tmp` / `*.json.tmp` left by a save that was killed (they are
-    never loaded)."""
-    stale = sorted(Path(folder).glob(f"*.pt{TEMP_SUFFIX}")) + sorted(
-        Path(folder).glob(f"*.json{TEMP_SUFFIX}")
+def save_file_checkpoint(
+    obj: Any,
+    path: str | os.PathLike[str],
+    *,
+    step: int,
+    config: dict[str, Any],
+    algorithm: str = DEFAULT_HASH,
+) -> dict[str, Any]:
+    """A single file (final.pt) with its manifest beside it (final.json), for
+    tools that want one file; written once, when a run ends."""
+    path = Path(path)
+    digest = atomic_save(obj, path, algorithm)
+    manifest = make_manifest(
+        {path.name: digest}, step=step, config=config, algorithm=algorithm
     )
-    for tmp in stale:
-        tmp.unlink(missing_ok=True)
-    return stale
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    atomic_write_bytes(manifest_of(path), text.encode("utf8"))
+    return manifest
+
+
+def digest_bytes(data: bytes, algorithm: str = DEFAULT_HASH) -> str:
+    hasher = new_hasher(algorithm)
+    hasher.update(data)
+    return hasher.hexdigest()

@@ -6,14 +6,18 @@ The contract other tools rely on:
 - demo (the default) writes DIR/{A,B,C}/final.pt (a flat dict of tensors),
   history.json (one record per update: step, loss, grad_norm, lr,
   examples_seen, val_loss, val_accuracy), timing.json (step, step_time),
-  DIR/B/last.pt + last.json, and DIR/report.json.
-- train writes DIR/last.pt + last.json (what a restart resumes from),
-  step-NNNNNN.pt (the last --keep saves), best.pt, and, once finished,
-  final.pt, history.json and timing.json. history.json holds only fields that
-  are a pure function of the configuration, so an interrupted-and-resumed
-  run's file is byte-identical to an uninterrupted one's; wall-clock step
-  times live in timing.json.
-- verify PATH checks PATH against PATH-with-.json before unpickling anything.
+  DIR/B/last (the pointer to B's checkpoint at the kill point), and
+  DIR/report.json.
+- train writes checkpoint directories DIR/step-NNNNNN/ (state.pt and
+  manifest.json), the pointers DIR/last (what a restart resumes from) and
+  DIR/best, the log DIR/history.jsonl, and, once finished, final.pt,
+  history.json and timing.json. history.json holds only fields that are a
+  pure function of the configuration, so an interrupted-and-resumed run's
+  file is byte-identical to an uninterrupted one's; wall-clock step times
+  live in timing.json.
+- verify PATH checks every file of a checkpoint against its manifest before
+  unpickling anything; PATH is a run folder, a pointer, a checkpoint
+  directory or final.pt.
 - Exit codes: see EXIT_* below and `--help`.
 """
 
@@ -31,18 +35,13 @@ import torch
 
 from resume_lab import __version__
 from resume_lab import state_keys as keys
+from resume_lab.atomic import SaveError
 from resume_lab.build import build_trainer
-from resume_lab.callbacks import (
-    Checkpoint,
-    StopAfter,
-    TimeBudget,
-    finish_interrupted_publish,
-)
+from resume_lab.callbacks import Checkpoint, StopAfter, TimeBudget
 from resume_lab.checkpoint import (
     CheckpointError,
-    SaveError,
     load_checkpoint,
-    read_manifest,
+    locate,
     verify,
 )
 from resume_lab.config import ConfigError, LabConfig
@@ -56,6 +55,7 @@ from resume_lab.loop import PREEMPTED
 from resume_lab.outputs import FINAL, write_final, write_json
 from resume_lab.progress import Progress
 from resume_lab.resume import ConfigMismatchError, resume
+from resume_lab.run_folder import LAST, committed
 from resume_lab.signals import PreemptionFlag
 
 # --8<-- [start:exit_codes]
@@ -64,9 +64,9 @@ EXIT_OK = 0
 EXIT_REJECTED = 1
 # bad option value, unwritable output folder, another configuration's checkpoint
 EXIT_USAGE = 2
-# EX_IOERR: a checkpoint could not be written (disk full?); last.pt intact
+# EX_IOERR: a checkpoint could not be written (disk full?); `last` intact
 EXIT_SAVE_FAILED = 74
-# EX_TEMPFAIL: stopped early on purpose, last.pt saved; rerun the same command
+# EX_TEMPFAIL: stopped early on purpose, `last` saved; rerun the same command
 EXIT_PREEMPTED = 75
 EXIT_INTERRUPTED = 130  # Ctrl-C outside training (the demo, start-up)
 # --8<-- [end:exit_codes]
@@ -82,7 +82,7 @@ examples:
   python -m resume_lab train --output-dir runs/a --steps 600 --stop-after 100
                                             stops (exit 75) after 100 updates; run the same
                                             command again to resume where it stopped
-  python -m resume_lab verify runs/a/last.pt
+  python -m resume_lab verify runs/a         the checkpoint runs/a/last names
 
 exit codes:
   0    done (demo: A == B bitwise and C differs; verify: the checkpoint verifies)
@@ -92,7 +92,7 @@ exit codes:
        another configuration
   74   a checkpoint could not be written (a full disk, say): the previous one is intact;
        free space and rerun the same command
-  75   preempted (SIGTERM, SIGINT, --time-budget or --stop-after): DIR/last.pt is saved;
+  75   preempted (SIGTERM, SIGINT, --time-budget or --stop-after): DIR/last is saved;
        rerun the same command to resume
   130  interrupted by Ctrl-C outside training
 """
@@ -239,13 +239,13 @@ def build_parser() -> OneLineParser:
 
     train = commands.add_parser(
         "train",
-        help="train with checkpoints; resumes from DIR/last.pt if it exists",
+        help="train with checkpoints; resumes from DIR/last if it exists",
         description=(
             "Train toward --steps, "
-            "saving DIR/last.pt every --save-every updates,\n"
+            "committing DIR/step-NNNNNN/ every --save-every updates,\n"
             "when the time budget runs out, "
             "and on SIGTERM/SIGINT (then exit 75).\n"
-            "Resumes from DIR/last.pt if it exists. "
+            "Resumes from DIR/last if it exists. "
             "A finished run writes DIR/final.pt,\n"
             "DIR/history.json and DIR/timing.json."
         ),
@@ -272,7 +272,8 @@ def build_parser() -> OneLineParser:
         metavar="N",
         type=positive_int,
         default=3,
-        help="step-NNNNNN.pt checkpoints to keep (default 3)",
+        help="newest step-NNNNNN checkpoints to keep, besides the ones "
+        "last and best name (default 3)",
     )
     train.add_argument(
         "--time-budget",
@@ -293,11 +294,12 @@ def build_parser() -> OneLineParser:
         "verify",
         help="check a checkpoint against its manifest and show what it holds",
         description=(
-            "Check PATH's size and SHA-256 against its manifest "
-            "(PATH with .json)\n"
-            "before unpickling anything, "
-            "then load it with weights_only=True and show\n"
-            "what it holds. Exit 0 only if it verifies."
+            "Check every file of a checkpoint against its manifest "
+            "(sizes and hashes,\n"
+            "no file missing, none added) before unpickling anything, "
+            "then load it\nwith weights_only=True and show what it holds. "
+            "PATH is a run folder\n(its last), a pointer, a checkpoint "
+            "directory or final.pt. Exit 0 only if\nit verifies."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -306,7 +308,8 @@ def build_parser() -> OneLineParser:
         "path",
         metavar="PATH",
         type=Path,
-        help="a checkpoint written by this lab, e.g. DIR/last.pt",
+        help="a checkpoint written by this lab, e.g. DIR, DIR/last or "
+        "DIR/step-000040",
     )
     return parser
 
@@ -368,13 +371,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace, *, owns_process: bool = False) -> int:
     config = LabConfig(seed=args.seed, steps=args.steps, accum=args.accum)
     folder = writable_folder(args.output_dir)
-    # a save killed between its two renames
-    for note in finish_interrupted_publish(folder):
-        log(f"[train] {note}")
-    resuming = (folder / "last.pt").exists() or (folder / "last.json").exists()
+    last = folder / LAST
+    resuming = last.is_symlink() or last.exists()
     if not resuming and (folder / FINAL).exists():
         raise UsageError(
-            f"{folder / FINAL} exists but {folder / 'last.pt'} does not; "
+            f"{folder / FINAL} exists but {last} does not; "
             "choose a new --output-dir"
         )
     flag = PreemptionFlag()
@@ -398,9 +399,9 @@ def cmd_train(args: argparse.Namespace, *, owns_process: bool = False) -> int:
         )
         if resuming:
             # verified, config checked, RNG last
-            manifest = resume(trainer, folder / "last.pt")
+            manifest = resume(trainer, last)
             log(
-                f"[train] resumed from {folder / 'last.pt'} "
+                f"[train] resumed from {last} -> {locate(last).name} "
                 f"at update {trainer.step}"
             )
             if manifest.get("threads") != torch.get_num_threads():
@@ -413,7 +414,7 @@ def cmd_train(args: argparse.Namespace, *, owns_process: bool = False) -> int:
         reason = trainer.fit(config.steps)
         if reason in PREEMPTED:
             log(
-                f"[train] preempted ({reason}): saved {folder / 'last.pt'}; "
+                f"[train] preempted ({reason}): saved {last}; "
                 "rerun the same command to resume"
             )
             return EXIT_PREEMPTED
@@ -440,7 +441,6 @@ def describe(state: Any) -> list[str]:
     model = state[keys.MODEL]
     position = state[keys.DATA_POSITION]
     history = state[keys.HISTORY]
-    last = history[-1] if history else None
     return [
         f"  step {state[keys.STEP]}; "
         f"data position: epoch {position['epoch']}, "
@@ -453,20 +453,25 @@ def describe(state: Any) -> list[str]:
         f"  rng: {', '.join(state[keys.RNG])}; "
         f"sampler seed {state[keys.SAMPLER]['seed']}",
         f"  callbacks: {json.dumps(state[keys.CALLBACKS])}",
-        f"  history: {len(history)} updates"
-        + (f", last loss {last['loss']:.4f}" if last else ""),
+        f"  history: {history['records']} updates "
+        f"(the first {history['bytes']:,} bytes of history.jsonl)",
         f"  config: {json.dumps(state[keys.CONFIG])}",
     ]
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    if not args.path.exists():
-        raise UsageError(f"{args.path}: no such file")
-    manifest = verify(args.path)  # size and digest, nothing unpickled yet
-    state, _ = load_checkpoint(args.path)
+    if not (args.path.exists() or args.path.is_symlink()):
+        raise UsageError(f"{args.path}: no such file or folder")
+    checkpoint = locate(args.path)
+    manifest = verify(checkpoint)  # every file, nothing unpickled yet
+    state, _ = load_checkpoint(checkpoint)
+    files = manifest["files"]
+    shown = checkpoint if checkpoint.is_file() else f"{checkpoint}/"
     print(
-        f"{args.path}: OK, {manifest['bytes']:,} bytes, "
-        f"sha256 {manifest['sha256']}"
+        f"{args.path}: OK, {shown}: {len(files)} "
+        f"file{'s' if len(files) != 1 else ''}, "
+        f"{sum(f['bytes'] for f in files.values()):,} bytes, "
+        f"each matching its {manifest['hash']} hash"
     )
     versions = manifest.get("versions", {})
     print(
@@ -533,19 +538,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def newest_snapshot_hint(args: argparse.Namespace) -> str:
-    """After a rejected last.pt, point at the newest kept checkpoint that still
+    """After a rejected `last`, point at the newest kept checkpoint that still
     verifies."""
     folder = getattr(args, "output_dir", None)
     if args.command != "train" or folder is None:
         return ""
-    for candidate in sorted(Path(folder).glob("step-*.pt"), reverse=True):
+    for candidate in reversed(committed(Path(folder))):
         try:
-            read_manifest(candidate)
             verify(candidate)
         except CheckpointError:
             continue
         return (
-            f"; {candidate} verifies: "
-            "copy it and its .json over last.pt and last.json to resume from it"
+            f"; {candidate.name} verifies: to resume from it, "
+            f"ln -sfn {candidate.name} {Path(folder) / LAST}"
         )
     return ""

@@ -15,13 +15,20 @@ import torch
 
 from resume_lab import state_keys as keys
 from resume_lab.build import build_trainer
-from resume_lab.checkpoint import load_checkpoint, verify, versions
+from resume_lab.checkpoint import (
+    STATE_FILE,
+    load_checkpoint,
+    locate,
+    verify,
+    versions,
+)
 from resume_lab.config import LabConfig
 from resume_lab.evaluate import evaluate
 from resume_lab.loop import DETERMINISTIC_FIELDS, Trainer
 from resume_lab.outputs import write_final
 from resume_lab.progress import Progress
 from resume_lab.resume import resume, save_training
+from resume_lab.run_folder import LAST
 
 CURVE_FIELDS = ("loss", "grad_norm", "lr")
 
@@ -57,7 +64,8 @@ def run_interrupted(
     progress = Progress(label, config.steps, quiet=quiet)
     first = build_trainer(config, init_seed=config.seed, callbacks=[progress])
     first.fit(kill_at)
-    save_training(first, folder / "last.pt")  # atomic, with last.json beside it
+    # a committed checkpoint directory, named by folder/last
+    save_training(first, folder)
 
     # Delete every training object: from here on, only the files carry state.
     model_alive = weakref.ref(first.model)
@@ -69,11 +77,11 @@ def run_interrupted(
     # A new process would have its own seed; resume() must make that irrelevant.
     init_seed = (config.seed + 1) % 2**32
     second = build_trainer(config, init_seed=init_seed, callbacks=[progress])
-    verify(folder / "last.pt")  # size and SHA-256, before anything is unpickled
-    resume(second, folder / "last.pt", restore_rng_state=restore_rng)
+    verify(folder / LAST)  # every file's size and hash, nothing unpickled
+    resume(second, folder / LAST, restore_rng_state=restore_rng)
     progress.line(
         f"killed at update {kill_at}; rebuilt with init seed {init_seed}, "
-        "verified and loaded last.pt, "
+        "verified and loaded last, "
         f"{'restored' if restore_rng else 'did NOT restore'} the RNG state"
     )
     second.fit(config.steps)
@@ -136,9 +144,10 @@ def _storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
 
 # --8<-- [start:checkpoint_bytes]
 def checkpoint_bytes(path: str | os.PathLike[str]) -> dict[str, int]:
-    """Where the bytes of a training checkpoint go, measured on the file
-    itself."""
-    state, _ = load_checkpoint(path)
+    """Where the bytes of a training checkpoint go, measured on the files
+    themselves."""
+    checkpoint = locate(path)
+    state, _ = load_checkpoint(checkpoint)
     moments = [
         param_state[name]
         for param_state in state[keys.OPTIMIZER]["state"].values()
@@ -152,16 +161,17 @@ def checkpoint_bytes(path: str | os.PathLike[str]) -> dict[str, int]:
         "rng_numpy": _storage_bytes([rng["numpy"]["key"]]),
         "rng_python": _storage_bytes([rng["python"]["words"]]),
     }
-    total = Path(path).stat().st_size
+    # the whole directory: state.pt and manifest.json
+    total = sum(f.stat().st_size for f in checkpoint.iterdir())
     # torch.save's format: one data/N entry per storage
-    with zipfile.ZipFile(path) as archive:
+    with zipfile.ZipFile(checkpoint / STATE_FILE) as archive:
         stored = sum(
             info.file_size
             for info in archive.infolist()
             if "/data/" in info.filename
         )
     # The rest: other tensors (Adam step counts), the pickle
-    # (history, config...), ZIP headers.
+    # (config, history mark...), ZIP headers, the manifest.
     return {
         "total": total,
         **parts,
@@ -202,9 +212,10 @@ def run_demo(
         quiet=quiet,
     )
     final_metrics = evaluate(a.model, a.data.x_val, a.data.y_val)
-    manifest = verify(output_dir / "B" / "last.pt")
+    manifest = verify(output_dir / "B" / LAST)
     final_digests = {
-        name: verify(output_dir / name / "final.pt")["sha256"] for name in "ABC"
+        name: verify(output_dir / name / "final.pt")["files"]["final.pt"]
+        for name in "ABC"
     }
     return {
         "bitwise_equal": tensors_equal(
@@ -230,12 +241,13 @@ def run_demo(
         "val_accuracy": final_metrics["val_accuracy"],
         "val_loss": final_metrics["val_loss"],
         "checkpoint": {
-            "path": "B/last.pt",
-            "bytes": manifest["bytes"],
-            "sha256": manifest["sha256"],
+            "path": f"B/{LAST}",
+            "directory": locate(output_dir / "B" / LAST).name,
+            "hash": manifest["hash"],
+            "files": manifest["files"],
             "step": manifest["step"],
         },
-        "checkpoint_bytes": checkpoint_bytes(output_dir / "B" / "last.pt"),
+        "checkpoint_bytes": checkpoint_bytes(output_dir / "B" / LAST),
         "config": config.to_dict(),
         "versions": versions(),
         "threads": torch.get_num_threads(),
@@ -279,14 +291,15 @@ def format_report(report: dict[str, Any], output_dir: Path) -> str:
         f"  C  B without the RNG restore   differs from A: "
         f"{yes[report['negative_control_differs']]}"
         + (f", first at update {diverged}" if diverged is not None else ""),
-        f"  checkpoint B/last.pt (update {ckpt['step']}): "
-        f"{sizes['total']:,} bytes, "
-        f"sha256 {ckpt['sha256'][:16]}...",
+        f"  checkpoint B/last -> {ckpt['directory']}/ "
+        f"(update {ckpt['step']}): {sizes['total']:,} bytes, "
+        f"{ckpt['hash']} of state.pt "
+        f"{ckpt['files'][STATE_FILE]['digest'][:16]}...",
         f"    parameters {sizes['parameters']:,} + optimizer moments "
         f"{sizes['optimizer_moments']:,} + RNG torch {sizes['rng_torch']:,} / "
         f"numpy {sizes['rng_numpy']:,} / python {sizes['rng_python']:,}",
         f"    + rest {sizes['rest']:,} "
-        "(step counts, history, config, pickle, ZIP headers)",
+        "(step counts, config, pickle, ZIP headers, manifest)",
         f"  wrote {output_dir / 'report.json'} and A/, B/, C/",
         "PASS: A == B bitwise, C differs"
         if demo_passed(report)

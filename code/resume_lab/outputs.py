@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from resume_lab.checkpoint import atomic_write_bytes, save_checkpoint
+from resume_lab.atomic import atomic_write_bytes
+from resume_lab.checkpoint import save_file_checkpoint
 from resume_lab.loop import DETERMINISTIC_FIELDS, Trainer
 
 FINAL = "final.pt"
@@ -34,11 +35,12 @@ def write_json(path: Path, value: Any) -> None:
 
 def write_final(trainer: Trainer, folder: str | os.PathLike[str]) -> Path:
     """final.pt (a flat dict of tensors, with final.json beside it),
-    history.json, timing.json."""
+    history.json, timing.json (step_time is null for updates that an
+    earlier process ran)."""
     folder = Path(folder)
     # plain dict: any tensor-dict reader can take it
     weights = dict(trainer.model.state_dict())
-    save_checkpoint(
+    save_file_checkpoint(
         weights,
         folder / FINAL,
         step=trainer.step,

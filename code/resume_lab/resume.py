@@ -8,12 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 from resume_lab import state_keys as keys
 from resume_lab.checkpoint import (
+    STATE_FILE,
     CheckpointError,
     load_checkpoint,
+    locate,
     save_checkpoint,
     versions,
 )
+from resume_lab.history_log import HISTORY_LOG, HistoryLog, read_history
 from resume_lab.rng import capture_rng, restore_rng
+from resume_lab.run_folder import LAST, checkpoint_name, point
 
 if TYPE_CHECKING:
     from resume_lab.loop import Trainer
@@ -25,9 +29,12 @@ class ConfigMismatchError(CheckpointError):
 
 
 # --8<-- [start:training_state]
-def training_state(trainer: Trainer) -> dict[str, Any]:
+def training_state(
+    trainer: Trainer, history_mark: dict[str, Any]
+) -> dict[str, Any]:
     """Everything update `step + 1` depends on, as tensors, containers and
-    primitives only."""
+    primitives only. The per-update records stay in the run folder's log;
+    the checkpoint holds the mark of how much of it is its own."""
     return {
         keys.FORMAT: keys.FORMAT_VERSION,
         keys.STEP: trainer.step,
@@ -47,7 +54,7 @@ def training_state(trainer: Trainer) -> dict[str, Any]:
             for cb in trainer.callbacks
             if cb.state_key
         },
-        keys.HISTORY: [dict(record) for record in trainer.history],
+        keys.HISTORY: history_mark,
         keys.CONFIG: trainer.config.to_dict(),
         keys.VERSIONS: versions(),
     }
@@ -56,17 +63,37 @@ def training_state(trainer: Trainer) -> dict[str, Any]:
 # --8<-- [end:training_state]
 
 
+# --8<-- [start:save_training]
 def save_training(
-    trainer: Trainer, path: str | os.PathLike[str]
-) -> dict[str, Any]:
-    """Atomically save the training state to `path` with its manifest; returns
-    the manifest."""
-    return save_checkpoint(
-        training_state(trainer),
-        path,
+    trainer: Trainer,
+    folder: str | os.PathLike[str],
+    *,
+    log: HistoryLog | None = None,
+    pointers: tuple[str, ...] = (LAST,),
+) -> Path:
+    """Commit the training state as `folder/step-NNNNNN/` and point
+    `pointers` at it; returns the checkpoint directory.
+
+    The history log is appended and synced first: a committed checkpoint
+    never names records that are not on disk.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    log = log or HistoryLog(folder / HISTORY_LOG)
+    mark = log.sync(trainer.history)
+    checkpoint = save_checkpoint(
+        {STATE_FILE: training_state(trainer, mark)},
+        folder,
+        checkpoint_name(trainer.step),
         step=trainer.step,
         config=trainer.config.to_dict(),
     )
+    for pointer in pointers:
+        point(folder, pointer, checkpoint)
+    return checkpoint
+
+
+# --8<-- [end:save_training]
 
 
 # --8<-- [start:resume]
@@ -77,14 +104,16 @@ def resume(
     restore_rng_state: bool = True,
 ) -> dict[str, Any]:
     """Load a verified checkpoint into a freshly built `trainer`; returns the
-    manifest.
+    manifest. `path` is a run folder (its `last`), a pointer or a checkpoint
+    directory; the history log is read from the folder that holds it.
 
     `trainer` was built the way a new process builds it (its own init seed,
     fresh objects). Every piece of state is overwritten from the file; the RNG
     goes last.
     """
-    # size and SHA-256 first, then weights_only=True
-    state, manifest = load_checkpoint(path)
+    # every file's size and hash first, then weights_only=True
+    checkpoint = locate(path)
+    state, manifest = load_checkpoint(checkpoint)
     differences = trainer.config.differences(state[keys.CONFIG])
     if differences:
         raise ConfigMismatchError(
@@ -105,7 +134,9 @@ def resume(
     trainer.epoch, trainer.micro = position["epoch"], position["micro"]
     trainer.examples_seen = position["examples_seen"]
     trainer.step = state[keys.STEP]
-    trainer.history = [dict(record) for record in state[keys.HISTORY]]
+    trainer.history = read_history(
+        checkpoint.parent / HISTORY_LOG, state[keys.HISTORY]
+    )
     saved_callbacks = state[keys.CALLBACKS]
     for callback in trainer.callbacks:
         if callback.state_key is None:
@@ -125,7 +156,3 @@ def resume(
 
 
 # --8<-- [end:resume]
-
-
-def is_resumable(folder: str | os.PathLike[str]) -> bool:
-    return (Path(folder) / "last.pt").exists()
