@@ -7,6 +7,12 @@ A page never types a version or a printed result: it names one, and the build fi
   and the tests execute), run once per build in a temporary folder, seeded as the tests seed it.
 - `{{ bench.FILE.KEY.SUBKEY }}`: a value from `docs/assets/bench/FILE.json`, the results that
   `make bench` last wrote (with the machine, versions and date they were measured on).
+- `{{ fence.ID.NAME }}`: the value of `NAME` after the fence marked `{.python #ID}` (on any page)
+  has run, seeded as the tests seed it: a figure in the prose is the one its proof computed.
+  A format spec may follow a colon: `{{ fence.clip-nonfinite.entries:, }}`. Integers are
+  printed with thousands separators unless a format is given.
+- `{{ claims.NAME }}`: counts and tables computed from the claims ledger, `docs/claims.yml`
+  (`claims.total`, `claims.asserted`, `claims.stated`, `claims.percent`, `claims.tables`, ...).
 
 An unknown name fails the build, so a typo cannot reach a reader.
 """
@@ -23,12 +29,15 @@ import random
 import re
 import runpy
 import tempfile
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
-PLACEHOLDER = re.compile(r"\{\{\s*(?P<name>[a-z_]+(?:\.[a-z0-9_]+)*)\s*\}\}")
+PLACEHOLDER = re.compile(
+    r"\{\{\s*(?P<name>[a-z_]+(?:\.[a-z0-9_-]+)*)(?::(?P<format>[^}\s]+))?\s*\}\}"
+)
 
 
 def package_version(name: str) -> Callable[[], str]:
@@ -76,6 +85,18 @@ def snippet_output(name: str) -> str:
 
 
 def run_snippet(path: Path) -> str:
+    printed = io.StringIO()
+
+    def run() -> None:
+        with contextlib.redirect_stdout(printed):
+            runpy.run_path(str(path), run_name="__main__")
+
+    run_isolated(run)
+    return printed.getvalue().rstrip("\n")
+
+
+def run_isolated(run: Callable[[], object]) -> None:
+    """Run seeded as conftest.py seeds a fence, in a scratch folder, and put global state back."""
     import numpy as np
     import torch
 
@@ -85,14 +106,14 @@ def run_snippet(path: Path) -> str:
         np.random.get_state(),
     )
     threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
-    cwd, printed = os.getcwd(), io.StringIO()
+    cwd = os.getcwd()
     torch.manual_seed(SEED)
     random.seed(SEED)
     np.random.seed(SEED)
     try:
-        with tempfile.TemporaryDirectory() as scratch, contextlib.redirect_stdout(printed):
+        with tempfile.TemporaryDirectory() as scratch:
             os.chdir(scratch)
-            runpy.run_path(str(path), run_name="__main__")
+            run()
     finally:
         os.chdir(cwd)
         torch.set_rng_state(torch_rng)
@@ -100,7 +121,6 @@ def run_snippet(path: Path) -> str:
         np.random.set_state(numpy_rng)
         torch.set_num_threads(threads)
         torch.set_default_dtype(dtype)
-    return printed.getvalue().rstrip("\n")
 
 
 def bench_value(dotted: str) -> str:
@@ -117,13 +137,206 @@ def bench_value(dotted: str) -> str:
     return str(value)
 
 
-def lookup(name: str) -> str:
+# --- figures computed by a page's own proof: {{ fence.ID.NAME }} ---------------------------
+
+DOCS = ROOT / "docs"
+# An opening fence with an id in its brace form, e.g. ```{.python #clip-nonfinite}
+FENCE_WITH_ID = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<mark>`{3,}|~{3,})\{[^}]*#(?P<id>[\w-]+)[^}]*\}\s*$"
+)
+INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<target>[^"]+)"\s*$')
+_fence_globals: dict[tuple[str, tuple[float, ...]], dict] = {}
+
+
+def fence_source(fence_id: str) -> tuple[Path, list[tuple[str, str]]]:
+    """The page holding fence #ID and its code as (filename, source) parts, includes resolved."""
+    for page in sorted(DOCS.rglob("*.md")):
+        lines = page.read_text("utf8").splitlines()
+        for number, line in enumerate(lines):
+            opened = FENCE_WITH_ID.match(line)
+            if not opened or opened["id"] != fence_id:
+                continue
+            indent, mark = len(opened["indent"]), opened["mark"]
+            closing = re.compile(rf"^[ \t]*{re.escape(mark[0])}{{{len(mark)},}}\s*$")
+            end = next(i for i in range(number + 1, len(lines)) if closing.match(lines[i]))
+            body = [text[indent:] for text in lines[number + 1 : end]]
+            return page, split_includes(page, body)
+    raise LookupError(f"no fence {{.python #{fence_id}}} on any page")
+
+
+def split_includes(page: Path, body: list[str]) -> list[tuple[str, str]]:
+    parts: list[tuple[str, str]] = []
+    pending: list[str] = []
+    for text in body:
+        included = INCLUDE.match(text)
+        if not included:
+            pending.append(text)
+            continue
+        if pending:
+            parts.append((str(page), "\n".join(pending)))
+            pending = []
+        name, _, section = included["target"].partition(":")
+        source = (ROOT / name).read_text("utf8")
+        if section:
+            start = re.search(rf"--8<--\s*\[start:{re.escape(section)}\].*\n", source)
+            end = re.search(rf".*--8<--\s*\[end:{re.escape(section)}\]", source)
+            if not start or not end:
+                raise LookupError(f"{name}: no section {section!r}")
+            source = textwrap.dedent(source[start.end() : end.start()])
+        parts.append((str(ROOT / name), source))
+    if pending:
+        parts.append((str(page), "\n".join(pending)))
+    return parts
+
+
+def fence_value(dotted: str, spec: str | None) -> str:
+    fence_id, _, name = dotted.partition(".")
+    page, parts = fence_source(fence_id)
+    files = {page} | {Path(filename) for filename, _ in parts}
+    key = (fence_id, tuple(f.stat().st_mtime for f in sorted(files)))
+    if key not in _fence_globals:
+        namespace: dict = {"__name__": "__main__"}
+
+        def run() -> None:
+            with contextlib.redirect_stdout(io.StringIO()):
+                for filename, source in parts:
+                    exec(compile(source, filename, "exec", dont_inherit=True), namespace)
+
+        run_isolated(run)
+        _fence_globals[key] = namespace
+    namespace = _fence_globals[key]
+    if name not in namespace:
+        raise LookupError(f"fence #{fence_id} defines no {name!r}")
+    value = getattr(namespace[name], "item", lambda: namespace[name])()
+    if spec is not None:
+        return format(value, spec)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+# --- the claims ledger: {{ claims.NAME }} ---------------------------------------------------
+
+LEDGER = DOCS / "claims.yml"
+
+
+def ledger() -> dict:
+    import yaml
+
+    return yaml.safe_load(LEDGER.read_text("utf8"))
+
+
+def page_title(name: str) -> str:
+    text = (DOCS / name).read_text("utf8")
+    found = re.search(r"^title:\s*(?P<title>.+)$", text, re.M)
+    return found["title"].strip().strip('"') if found else name
+
+
+def page_order() -> list[str]:
+    """Pages in the order the nav lists them (mkdocs.yml), then any others."""
+    nav = re.findall(r":\s*([\w-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text("utf8"), re.M)
+    return nav + sorted(p.name for p in DOCS.glob("*.md") if p.name not in nav)
+
+
+def proof_link(proof: str) -> str:
+    if "::" in proof:
+        return f"test `{proof}`"
+    return f"[code]({proof})"
+
+
+def claims_counts() -> dict[str, int]:
+    entries = ledger()["claims"]
+    asserted = sum(e["status"] == "asserted" for e in entries)
+    course = [e for e in entries if e.get("source") == "course"]
+    return {
+        "total": len(entries),
+        "asserted": asserted,
+        "stated": len(entries) - asserted,
+        "percent": 100 * asserted // len(entries),
+        "course_total": len(course),
+        "course_asserted": sum(e["status"] == "asserted" for e in course),
+        "pages": len({e["page"].partition("#")[0] for e in entries}),
+    }
+
+
+def claims_tables() -> str:
+    entries = ledger()["claims"]
+    blocks = []
+    for name in page_order():
+        rows = [e for e in entries if e["page"].partition("#")[0] == name]
+        if not rows:
+            continue
+        asserted = sum(e["status"] == "asserted" for e in rows)
+        lines = [
+            f"## {page_title(name)}",
+            "",
+            f"[{page_title(name)}]({name}): {asserted} of {len(rows)} claims asserted.",
+            "",
+            "| claim | status | stated in | proof |",
+            "| --- | --- | --- | --- |",
+        ]
+        for e in rows:
+            status = "asserted" if e["status"] == "asserted" else f"stated: {e['reason']}"
+            proof = proof_link(e["proof"]) if e["status"] == "asserted" else "—"
+            claim = e["claim"].replace("|", "\\|")
+            status = status.replace("|", "\\|")
+            lines.append(f"| {claim} | {status} | [section]({e['page']}) | {proof} |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def claims_stated_list() -> str:
+    return "\n".join(
+        f"- {e['claim']} *Stated: {e['reason']}* ([where]({e['page']}))"
+        for e in ledger()["claims"]
+        if e["status"] != "asserted"
+    )
+
+
+def claims_corrections() -> str:
+    return "\n".join(
+        f"- The course text: {e['corrects']} Here: {e['claim']} ([where]({e['page']}))"
+        for e in ledger()["claims"]
+        if e.get("corrects")
+    )
+
+
+def claims_pending() -> str:
+    pending = ledger().get("pending_pages") or {}
+    if not pending:
+        return "Every page is in the ledger."
+    names = ", ".join(f"[{page_title(name)}]({name})" for name in pending)
+    return f"Not yet in the ledger: {names}."
+
+
+def claims_value(name: str) -> str:
+    renderers = {
+        "tables": claims_tables,
+        "stated_list": claims_stated_list,
+        "corrections": claims_corrections,
+        "pending": claims_pending,
+    }
+    if name in renderers:
+        return renderers[name]()
+    counts = claims_counts()
+    if name not in counts:
+        raise LookupError(f"unknown claims fact; known: {', '.join([*counts, *renderers])}")
+    return str(counts[name])
+
+
+def lookup(name: str, spec: str | None = None) -> str:
     if name.startswith("output."):
         return snippet_output(name.removeprefix("output."))
     if name.startswith("bench."):
         return bench_value(name.removeprefix("bench."))
+    if name.startswith("fence."):
+        return fence_value(name.removeprefix("fence."), spec)
+    if name.startswith("claims."):
+        return claims_value(name.removeprefix("claims."))
     if name not in FACTS:
-        known = ", ".join([*sorted(FACTS), "output.NAME", "bench.FILE.KEY"])
+        known = ", ".join(
+            [*sorted(FACTS), "output.NAME", "bench.FILE.KEY", "fence.ID.NAME", "claims.NAME"]
+        )
         raise LookupError(f"unknown fact; known: {known}")
     return FACTS[name]()
 
@@ -131,7 +344,7 @@ def lookup(name: str) -> str:
 def on_page_markdown(markdown: str, page, config, files) -> str:
     def fill(match: re.Match) -> str:
         try:
-            return lookup(match["name"])
+            return lookup(match["name"], match["format"])
         except Exception as err:
             raise PluginError(f"{page.file.src_uri}: {match[0]}: {err}") from err
 
