@@ -25,8 +25,8 @@ try:
 except PackageNotFoundError:  # a source tree that was never installed
     __version__ = "0+unknown"
 
-from resume_lab.build import build_trainer
 from resume_lab.atomic import atomic_save
+from resume_lab.build import build_trainer
 from resume_lab.checkpoint import (
     CheckpointError,
     load_checkpoint,

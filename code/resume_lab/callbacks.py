@@ -104,10 +104,8 @@ class EarlyStopping(Callback):
 
 # --8<-- [start:checkpoint_callback]
 class Checkpoint(Callback):
-    """Commit a checkpoint directory every `every` updates, at each new best
-    and when a run stops; `last` names the newest, `best` the one with the
-    highest validation accuracy; rotation keeps the newest `keep` and
-    whatever a pointer names."""
+    """Commit a checkpoint every `every` updates, at each new best and when
+    a run stops; `last` names the newest, `best` the best."""
 
     state_key = "checkpoint"
 
@@ -126,10 +124,10 @@ class Checkpoint(Callback):
         self.last_saved_step: int | None = None
         self._best_is_new = False
         self.history_log = HistoryLog(self.folder / HISTORY_LOG)
-        # the committed checkpoint that holds the current state, if any
-        self._current: Path | None = None
+        self._current: Path | None = None  # holds the state as it is now
 
     def on_fit_start(self, trainer: Trainer) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
         for line in clean_start(self.folder):  # from killed saves
             self.log(line)
         last = pointed(self.folder, LAST)
@@ -153,6 +151,9 @@ class Checkpoint(Callback):
         if pointers:
             self.save(trainer, tuple(pointers))
 
+    # --8<-- [end:checkpoint_callback]
+
+    # --8<-- [start:checkpoint_save]
     def on_fit_end(self, trainer: Trainer, reason: str) -> None:
         # Preempted or done: a restart must find this exact state in `last`.
         current = self._current
@@ -181,7 +182,7 @@ class Checkpoint(Callback):
             point(self.folder, pointer, checkpoint)
         rotate(self.folder, self.keep)
 
-    # --8<-- [end:checkpoint_callback]
+    # --8<-- [end:checkpoint_save]
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -324,7 +324,12 @@ def load_checkpoint(
     """
     checkpoint = locate(path)
     state_path = checkpoint / STATE_FILE if checkpoint.is_dir() else checkpoint
-    with open(state_path, "rb") as f:
+    try:
+        handle = open(state_path, "rb")  # noqa: SIM115 -- closed below
+    except FileNotFoundError:
+        verify(checkpoint)  # says which file is missing, and what was expected
+        raise
+    with handle as f:
         manifest = verify(checkpoint, opened={state_path.name: f})
         f.seek(0)
         try:

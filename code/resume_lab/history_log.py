@@ -9,16 +9,21 @@ log of a resumed run equals the uninterrupted run's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from resume_lab.atomic import SaveError
 from resume_lab.checkpoint import CheckpointError
 from resume_lab.hashing import DEFAULT_HASH, Hasher, new_hasher
 from resume_lab.loop import DETERMINISTIC_FIELDS
 
 HISTORY_LOG = "history.jsonl"
+# Wall-clock step times, kept beside the log: not part of any checkpoint's
+# mark (they differ from run to run), trimmed to the log's length.
+TIMING_LOG = "timing.jsonl"
 
 
 def encode(record: dict[str, Any]) -> bytes:
@@ -28,12 +33,17 @@ def encode(record: dict[str, Any]) -> bytes:
     return (json.dumps(logged) + "\n").encode("utf8")
 
 
+def encode_timing(record: dict[str, Any]) -> bytes:
+    return (json.dumps(record["step_time"]) + "\n").encode("utf8")
+
+
 class HistoryLog:
     """Appends records to `path`, keeping the count, size and running hash of
     what the file holds."""
 
     def __init__(self, path: Path, algorithm: str = DEFAULT_HASH) -> None:
         self.path = path
+        self.timing_path = path.with_name(TIMING_LOG)
         self.algorithm = algorithm
         self.count = 0
         self.bytes = 0
@@ -54,6 +64,10 @@ class HistoryLog:
                 self.count += 1
                 self.bytes += len(line)
         os.truncate(self.path, self.bytes)
+        self.timing_path.touch()
+        with open(self.timing_path, "rb") as f:
+            kept = sum(len(f.readline()) for _ in range(self.count))
+        os.truncate(self.timing_path, kept)
         self._attached = True
 
     # --8<-- [start:sync]
@@ -62,11 +76,19 @@ class HistoryLog:
         checkpoint stores."""
         if not self._attached:
             self._attach(history)
-        new = b"".join(encode(record) for record in history[self.count :])
-        with open(self.path, "ab") as f:
-            f.write(new)
-            f.flush()
-            os.fsync(f.fileno())  # on disk before a checkpoint names it
+        records = history[self.count :]
+        new = b"".join(encode(record) for record in records)
+        try:
+            with open(self.path, "ab") as f:
+                f.write(new)
+                f.flush()
+                os.fsync(f.fileno())  # on disk before a checkpoint names it
+            with open(self.timing_path, "ab") as f:
+                f.writelines(encode_timing(record) for record in records)
+        except OSError as err:
+            with contextlib.suppress(OSError):  # leave the log as it was
+                os.truncate(self.path, self.bytes)
+            raise SaveError(self.path, err) from err
         self._hasher.update(new)
         self.count, self.bytes = len(history), self.bytes + len(new)
         return {
@@ -99,15 +121,30 @@ def read_history(path: Path, mark: dict[str, Any]) -> list[dict[str, Any]]:
             f"{mark['hash']} {mark['digest']}, found {len(data)} bytes with "
             f"{hasher.hexdigest()}; the log was damaged or cut short"
         )
-    # step_time: the wall clock of an earlier process, not kept
-    records = [
-        {**json.loads(line), "step_time": None} for line in data.splitlines()
-    ]
+    records = [json.loads(line) for line in data.splitlines()]
     if len(records) != mark["records"]:
         raise CheckpointError(
             f"{path}: expected {mark['records']} records, found {len(records)}"
         )
-    return records
+    times = read_timing(path.with_name(TIMING_LOG), len(records))
+    return [
+        {**record, "step_time": time}
+        for record, time in zip(records, times, strict=True)
+    ]
 
 
 # --8<-- [end:read_history]
+
+
+def read_timing(path: Path, count: int) -> list[float | None]:
+    """Step times of the first `count` updates; None where a kill lost one
+    (they are informative only, and never block a resume)."""
+    times: list[float | None] = [None] * count
+    if path.exists():
+        with open(path, "rb") as f:
+            for i, line in zip(range(count), f, strict=False):
+                try:
+                    times[i] = float(json.loads(line))
+                except (ValueError, TypeError):
+                    break
+    return times

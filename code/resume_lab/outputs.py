@@ -35,8 +35,7 @@ def write_json(path: Path, value: Any) -> None:
 
 def write_final(trainer: Trainer, folder: str | os.PathLike[str]) -> Path:
     """final.pt (a flat dict of tensors, with final.json beside it),
-    history.json, timing.json (step_time is null for updates that an
-    earlier process ran)."""
+    history.json, timing.json."""
     folder = Path(folder)
     # plain dict: any tensor-dict reader can take it
     weights = dict(trainer.model.state_dict())

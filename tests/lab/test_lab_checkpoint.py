@@ -1,26 +1,33 @@
-"""atomic_save, the manifest, and verification before unpickling."""
+"""A checkpoint directory: committed by one rename, verified file by file before anything is
+unpickled, and named by pointers that change in one step."""
 
 from __future__ import annotations
 
-import hashlib
+import io
 import json
 import os
 import pickle
+import shutil
+import stat
+import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
 import torch
 
-from resume_lab import checkpoint
+from resume_lab import atomic, checkpoint, run_folder
+from resume_lab.atomic import SaveError
 from resume_lab.checkpoint import (
+    MANIFEST,
+    STATE_FILE,
     CheckpointError,
-    atomic_save,
     load_checkpoint,
-    manifest_path,
-    remove_stale_temp_files,
     save_checkpoint,
     verify,
 )
+from resume_lab.hashing import file_digest
+from resume_lab.run_folder import BEST, LAST, clean_start, committed, point, pointed, rotate
 
 STATE = {"step": 3, "config": {"lr": 0.1}, "weights": torch.arange(1000, dtype=torch.float32)}
 
@@ -30,17 +37,27 @@ class ExplodesWhenPickled:
         raise RuntimeError("boom: pickling failed halfway")
 
 
-def save(path: Path, state: dict = STATE) -> dict:
-    return save_checkpoint(state, path, step=state["step"], config=state["config"])
+def save(folder: Path, state: dict = STATE, name: str = "step-000003", **kw) -> Path:
+    return save_checkpoint(
+        {STATE_FILE: state}, folder, name, step=state["step"], config=state["config"], **kw
+    )
 
 
-def no_temp_files(folder: Path) -> bool:
-    return not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+def tree(folder: Path) -> dict[str, bytes | str]:
+    """Every entry below `folder`: file contents, and symlink targets."""
+    entries: dict[str, bytes | str] = {}
+    for path in sorted(folder.rglob("*")):
+        name = str(path.relative_to(folder))
+        if path.is_symlink():
+            entries[name] = f"-> {os.readlink(path)}"
+        elif path.is_file():
+            entries[name] = path.read_bytes()
+    return entries
 
 
 @pytest.fixture
 def unpickling_forbidden(monkeypatch: pytest.MonkeyPatch):
-    """Fail the test if anything is unpickled: rejection must come from the digest alone."""
+    """Fail the test if anything is unpickled: rejection must come from the digests alone."""
 
     def forbidden(*args, **kwargs):
         raise AssertionError("unpickled a checkpoint that had not been verified")
@@ -51,107 +68,177 @@ def unpickling_forbidden(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(pickle, "Unpickler", forbidden)
 
 
-def test_atomic_save_hashes_while_writing(tmp_path: Path):
-    digest = atomic_save(STATE, tmp_path / "x.pt")
-    data = (tmp_path / "x.pt").read_bytes()
-    assert digest.bytes == len(data)
-    assert digest.sha256 == hashlib.sha256(data).hexdigest()
-    assert no_temp_files(tmp_path)
-
-
-def test_manifest_beside_checkpoint(tmp_path: Path):
-    manifest = save(tmp_path / "last.pt")
-    on_disk = json.loads((tmp_path / "last.json").read_text("utf8"))
-    assert on_disk == manifest
-    assert {"bytes", "sha256", "step", "versions", "config"} <= manifest.keys()
-    assert manifest["bytes"] == os.path.getsize(tmp_path / "last.pt")
+def test_a_checkpoint_is_a_directory_with_a_manifest(tmp_path: Path):
+    path = save(tmp_path)
+    assert path == tmp_path / "step-000003"
+    assert sorted(p.name for p in path.iterdir()) == [MANIFEST, STATE_FILE]
+    manifest = json.loads((path / MANIFEST).read_text("utf8"))
+    assert manifest["format"] == 2 and manifest["step"] == 3 and manifest["hash"] == "blake3"
+    digest = file_digest(path / STATE_FILE, "blake3")
+    assert manifest["files"] == {STATE_FILE: {"bytes": digest.bytes, "digest": digest.digest}}
     assert manifest["versions"]["torch"] == str(torch.__version__)
-    state, loaded_manifest = load_checkpoint(tmp_path / "last.pt")
-    assert torch.equal(state["weights"], STATE["weights"]) and loaded_manifest == manifest
-    assert no_temp_files(tmp_path)
+    state, loaded = load_checkpoint(path)
+    assert torch.equal(state["weights"], STATE["weights"]) and loaded == manifest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000003"]  # nothing temporary
 
 
-def test_failed_pickle_leaves_previous_checkpoint_untouched(tmp_path: Path):
-    save(tmp_path / "last.pt")
-    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+def test_the_commit_order_is_files_manifest_directory_rename_parent(tmp_path: Path, monkeypatch):
+    calls: list[str] = []
+    real_fsync, real_rename = os.fsync, os.rename
+
+    def fsync(fd):
+        status = os.fstat(fd)
+        if stat.S_ISDIR(status.st_mode):
+            same = status.st_ino == tmp_path.stat().st_ino
+            calls.append("fsync parent" if same else "fsync checkpoint directory")
+        else:
+            name = next(
+                p.name
+                for p in tmp_path.rglob("*")
+                if p.is_file() and p.stat().st_ino == status.st_ino
+            )
+            calls.append(f"fsync {name}")
+        real_fsync(fd)
+
+    def rename(src, dst):
+        calls.append(f"rename {Path(src).name.split('-')[0]}- -> {Path(dst).name}")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    save(tmp_path)
+    assert calls == [
+        f"fsync {STATE_FILE}",
+        f"fsync {MANIFEST}",
+        "fsync checkpoint directory",
+        "rename tmp- -> step-000003",
+        "fsync parent",
+    ]
+
+
+def test_sha256_manifests_verify_too(tmp_path: Path):
+    path = save(tmp_path, algorithm="sha256")
+    manifest = verify(path)
+    assert manifest["hash"] == "sha256"
+    assert (
+        manifest["files"][STATE_FILE]["digest"] == file_digest(path / STATE_FILE, "sha256").digest
+    )
+
+
+def test_a_failed_pickle_leaves_the_folder_as_it_was(tmp_path: Path):
+    save(tmp_path)
+    before = tree(tmp_path)
     broken = {**STATE, "step": 4, "callback": ExplodesWhenPickled()}
     with pytest.raises(RuntimeError, match="boom"):
-        save(tmp_path / "last.pt", broken)
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # byte-identical
-    verify(tmp_path / "last.pt")
+        save(tmp_path, broken, name="step-000004")
+    assert tree(tmp_path) == before  # byte-identical, no temporary directory
+
+
+class FullDisk:
+    """A file that takes a kilobyte, then fails the way a full disk does."""
+
+    def __init__(self, file):
+        self.file, self.room = file, 1024
+
+    def write(self, data):
+        if len(data) > self.room:
+            raise OSError(28, "No space left on device")
+        self.room -= len(data)
+        return self.file.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
 
 
 def test_failure_mid_write_leaves_previous_checkpoint_untouched(tmp_path: Path, monkeypatch):
     """Like a full disk: the write fails after part of the file is out."""
-    save(tmp_path / "last.pt")
-    before = (tmp_path / "last.pt").read_bytes()
-    original_write = checkpoint.HashingWriter.write
-
-    def write_then_fail(self, data):
-        if self._bytes > 1000:
-            raise OSError(28, "No space left on device")
-        return original_write(self, data)
-
-    monkeypatch.setattr(checkpoint.HashingWriter, "write", write_then_fail)
-    # torch's C++ writer may report the failure as its own RuntimeError while unwinding.
-    with pytest.raises((OSError, RuntimeError)):
-        save(tmp_path / "last.pt", {**STATE, "step": 4})
-    assert (tmp_path / "last.pt").read_bytes() == before
-    assert no_temp_files(tmp_path)
+    save(tmp_path)
+    before = tree(tmp_path)
+    real_open = open
+    monkeypatch.setattr(atomic, "open", lambda *a: FullDisk(real_open(*a)), raising=False)
+    with pytest.raises(SaveError, match="No space left on device") as caught:
+        save(tmp_path, {**STATE, "step": 4}, name="step-000004")
+    assert caught.value.errno == 28
+    assert tree(tmp_path) == before
 
 
 def test_failed_rename_leaves_no_temp_file(tmp_path: Path, monkeypatch):
-    save(tmp_path / "last.pt")
-    before = (tmp_path / "last.pt").read_bytes()
+    save(tmp_path)
+    before = tree(tmp_path)
 
     def refuse(*args):
-        raise PermissionError("rename refused")
+        raise PermissionError(13, "rename refused")
 
-    monkeypatch.setattr(checkpoint.os, "replace", refuse)
-    with pytest.raises(checkpoint.SaveError, match=r"last\.pt: rename refused; last\.pt was") as e:
-        atomic_save({"other": torch.zeros(3)}, tmp_path / "last.pt")
+    monkeypatch.setattr(checkpoint.os, "rename", refuse)
+    with pytest.raises(SaveError, match=r"step-000004: rename refused; step-000004 was") as e:
+        save(tmp_path, {**STATE, "step": 4}, name="step-000004")
     assert isinstance(e.value.__cause__, PermissionError)
-    assert (tmp_path / "last.pt").read_bytes() == before
-    assert no_temp_files(tmp_path)
+    assert tree(tmp_path) == before
 
 
-def flip_one_bit(path: Path) -> None:
-    data = bytearray(path.read_bytes())
+def test_atomic_save_of_one_file_keeps_the_old_one_on_a_failed_rename(tmp_path, monkeypatch):
+    path = tmp_path / "final.pt"
+    atomic.atomic_save({"w": torch.ones(3)}, path)
+    before = path.read_bytes()
+    monkeypatch.setattr(atomic.os, "replace", lambda *a: (_ for _ in ()).throw(OSError(5, "EIO")))
+    with pytest.raises(SaveError, match=r"final\.pt was not replaced"):
+        atomic.atomic_save({"w": torch.zeros(3)}, path)
+    assert path.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["final.pt"]
+
+
+# --- what verify refuses, before anything is unpickled ----------------------------------------
+
+
+def flip_state_bit(path: Path) -> None:
+    data = bytearray((path / STATE_FILE).read_bytes())
     data[len(data) // 2] ^= 0x01
-    path.write_bytes(bytes(data))
+    (path / STATE_FILE).write_bytes(bytes(data))
+
+
+def flip_manifest_bit(path: Path) -> None:
+    data = bytearray((path / MANIFEST).read_bytes())
+    at = data.index(b'"digest": "') + 12  # a character of the digest itself
+    data[at] ^= 0x01
+    (path / MANIFEST).write_bytes(bytes(data))
 
 
 def truncate(path: Path) -> None:
-    path.write_bytes(path.read_bytes()[:-100])
+    (path / STATE_FILE).write_bytes((path / STATE_FILE).read_bytes()[:-100])
 
 
-def edit_manifest_digest(path: Path) -> None:
-    manifest = json.loads(manifest_path(path).read_text("utf8"))
-    manifest["sha256"] = "0" * 64
-    manifest_path(path).write_text(json.dumps(manifest), "utf8")
+def remove_state(path: Path) -> None:
+    (path / STATE_FILE).unlink()
 
 
-def edit_manifest_size(path: Path) -> None:
-    manifest = json.loads(manifest_path(path).read_text("utf8"))
-    manifest["bytes"] += 1
-    manifest_path(path).write_text(json.dumps(manifest), "utf8")
+def add_file(path: Path) -> None:
+    (path / "extra.pt").write_bytes(b"not part of the checkpoint")
 
 
-def delete_manifest(path: Path) -> None:
-    manifest_path(path).unlink()
-
-
-def garble_manifest(path: Path) -> None:
-    manifest_path(path).write_text("{not json", "utf8")
+def edit_manifest(path: Path, **changes) -> None:
+    manifest = json.loads((path / MANIFEST).read_text("utf8"))
+    manifest["files"][STATE_FILE].update(changes)
+    (path / MANIFEST).write_text(json.dumps(manifest), "utf8")
 
 
 DAMAGE = {
-    "bit flip": (flip_one_bit, "sha256"),
-    "truncation": (truncate, "bytes"),
-    "edited digest": (edit_manifest_digest, "sha256 0000"),
-    "edited size": (edit_manifest_size, "bytes"),
-    "missing manifest": (delete_manifest, "manifest last.json is missing"),
-    "garbled manifest": (garble_manifest, "last.json is not valid JSON"),
+    "bit flip in state.pt": (
+        flip_state_bit,
+        r"state\.pt: expected \d+ bytes with blake3 \w+, found",
+    ),
+    "bit flip in the manifest": (flip_manifest_bit, r"state\.pt: expected .* found"),
+    "truncation": (truncate, r"state\.pt: expected (\d+) bytes .* found (?!\1)\d+ bytes"),
+    "missing file": (remove_state, r"state\.pt: expected \d+ bytes .* found no such file"),
+    "added file": (add_file, r"extra\.pt: expected no such file .* found 26 bytes"),
+    "edited digest": (lambda p: edit_manifest(p, digest="0" * 64), "blake3 0000000000"),
+    "edited size": (lambda p: edit_manifest(p, bytes=1), "expected 1 bytes"),
+    "missing manifest": (lambda p: (p / MANIFEST).unlink(), "not a committed checkpoint"),
+    "garbled manifest": (lambda p: (p / MANIFEST).write_text("{not json"), "not valid JSON"),
 }
 
 
@@ -159,28 +246,24 @@ DAMAGE = {
 def test_damaged_checkpoint_rejected_before_unpickling(
     tmp_path: Path, damage, unpickling_forbidden
 ):
-    path = tmp_path / "last.pt"
-    save(path)
-    expected_digest = json.loads(manifest_path(path).read_text("utf8"))["sha256"]
+    path = save(tmp_path)
+    point(tmp_path, LAST, path)
     harm, message = DAMAGE[damage]
     harm(path)
-    for check in (verify, load_checkpoint):
-        with pytest.raises(CheckpointError, match=message) as caught:
-            check(path)
-        assert str(path) in str(caught.value)
-    if damage == "bit flip":  # names the file, the expected and the actual digest
-        actual = hashlib.sha256(path.read_bytes()).hexdigest()
-        assert expected_digest in str(caught.value) and actual in str(caught.value)
+    for target in (path, tmp_path / LAST, tmp_path):  # directory, pointer, run folder
+        for check in (verify, load_checkpoint):
+            with pytest.raises(CheckpointError, match=message) as caught:
+                check(target)
+            assert "\n" not in str(caught.value)  # one line
 
 
 def test_manifest_must_match_contents(tmp_path: Path):
-    """A manifest whose digest is right but whose step was edited is caught after a safe load."""
-    path = tmp_path / "last.pt"
-    save(path)
-    manifest = json.loads(manifest_path(path).read_text("utf8"))
-    manifest["step"] = 99
-    manifest_path(path).write_text(json.dumps(manifest), "utf8")
-    verify(path)  # the digest still matches the bytes
+    """A manifest whose digests are right but whose step was edited is caught after a safe
+    load."""
+    path = save(tmp_path)
+    manifest = json.loads((path / MANIFEST).read_text("utf8"))
+    (path / MANIFEST).write_text(json.dumps({**manifest, "step": 99}), "utf8")
+    verify(path)  # the files still match
     with pytest.raises(CheckpointError, match="'step'"):
         load_checkpoint(path)
 
@@ -188,23 +271,111 @@ def test_manifest_must_match_contents(tmp_path: Path):
 def test_verified_but_unsafe_pickle_is_refused(tmp_path: Path):
     """A digest proves 'unchanged', not 'safe': a forged file with a matching manifest still
     goes through the restricted unpickler, which refuses it without running anything."""
-    path = tmp_path / "evil.pt"
-    torch.save({"step": 1, "payload": ExplodesWhenPickled}, path)  # a class: needs a GLOBAL
-    data = path.read_bytes()
-    manifest = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "step": 1}
-    manifest_path(path).write_text(json.dumps({**manifest, "versions": {}, "config": {}}), "utf8")
+    path = tmp_path / "step-000001"
+    path.mkdir()
+    torch.save({"step": 1, "payload": ExplodesWhenPickled}, path / STATE_FILE)  # a GLOBAL
+    digest = file_digest(path / STATE_FILE, "blake3")
+    manifest = checkpoint.make_manifest({STATE_FILE: digest}, step=1, config={}, algorithm="blake3")
+    (path / MANIFEST).write_text(json.dumps(manifest), "utf8")
     with pytest.raises(CheckpointError, match="cannot be loaded safely"):
         load_checkpoint(path)
 
 
-def test_stale_temp_file_is_cleaned_and_never_loaded(tmp_path: Path):
-    save(tmp_path / "last.pt")
-    (tmp_path / "last.pt.tmp").write_bytes(b"half a checkpoint from a killed process")
-    (tmp_path / "last.json.tmp").write_bytes(b"{")
+def test_the_hashed_handle_is_the_unpickled_one(tmp_path: Path, monkeypatch):
+    """Renaming another file over state.pt after the check changes nothing that is loaded."""
+    path = save(tmp_path)
+    other = save(tmp_path, {**STATE, "weights": torch.zeros(1000)}, name="other")
+    real_verify = checkpoint.verify
+
+    def verify_then_swap(*args, **kwargs):
+        manifest = real_verify(*args, **kwargs)
+        os.replace(other / STATE_FILE, path / STATE_FILE)
+        return manifest
+
+    monkeypatch.setattr(checkpoint, "verify", verify_then_swap)
+    state, _ = load_checkpoint(path)
+    assert torch.equal(state["weights"], STATE["weights"])
+
+
+# --- pointers, start-up, rotation ---------------------------------------------------------------
+
+
+def test_a_pointer_is_a_relative_symlink_swapped_by_one_rename(tmp_path: Path, monkeypatch):
+    first, second = save(tmp_path), save(tmp_path, {**STATE, "step": 4}, name="step-000004")
+    point(tmp_path, LAST, first)
+    renames: list[tuple[str, str]] = []
+    real_replace = os.replace
+    monkeypatch.setattr(
+        os,
+        "replace",
+        lambda s, d: (renames.append((Path(s).name, Path(d).name)), real_replace(s, d)),
+    )
+    point(tmp_path, LAST, second)
+    assert len(renames) == 1 and renames[0][1] == LAST and renames[0][0].startswith("last.tmp-")
+    assert os.readlink(tmp_path / LAST) == "step-000004"  # relative: the folder can move
+    assert pointed(tmp_path, LAST) == second and verify(tmp_path)["step"] == 4
+
+
+def test_a_copied_checkpoint_still_verifies(tmp_path: Path):
+    run = tmp_path / "run"
+    run.mkdir()
+    point(run, LAST, save(run))
+    subprocess.run(["cp", "-rL", str(run / LAST), str(tmp_path / "copied")], check=True)
+    assert verify(tmp_path / "copied")["step"] == 3
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(run, arcname="run")
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer) as tar:
+        tar.extractall(tmp_path / "untarred", filter="tar")
+    assert verify(tmp_path / "untarred" / "run")["step"] == 3  # the pointer travels too
+    shutil.move(run, tmp_path / "moved")
+    assert verify(tmp_path / "moved" / LAST)["step"] == 3
+
+
+def test_a_dangling_pointer_is_named(tmp_path: Path):
+    (tmp_path / LAST).symlink_to("step-000009")
+    with pytest.raises(CheckpointError, match="points to step-000009, which does not exist"):
+        verify(tmp_path)
+
+
+def test_clean_start_removes_only_what_a_killed_save_left(tmp_path: Path):
+    kept = save(tmp_path)
+    point(tmp_path, LAST, kept)
+    (tmp_path / "tmp-step-000004-0a1b2c3d").mkdir()
+    (tmp_path / "tmp-step-000004-0a1b2c3d" / STATE_FILE).write_bytes(b"half")
+    (tmp_path / "last.tmp-0a1b2c3d").symlink_to("step-000004")
+    (tmp_path / "step-000002").mkdir()  # rotation killed after the manifest went
+    (tmp_path / "step-000002" / STATE_FILE).write_bytes(b"whole, but no manifest")
     (tmp_path / "notes.tmp").write_bytes(b"not ours")
-    state, _ = load_checkpoint(tmp_path / "last.pt")  # the stale file is ignored
-    assert state["step"] == 3
-    removed = remove_stale_temp_files(tmp_path)
-    assert sorted(p.name for p in removed) == ["last.json.tmp", "last.pt.tmp"]
-    assert (tmp_path / "notes.tmp").exists()  # only our own leftovers are touched
-    save(tmp_path / "last.pt")  # and a stale temp file cannot break the next save either
+    removed = clean_start(tmp_path)
+    assert len(removed) == 3 and all("left by an interrupted save" in line for line in removed)
+    assert sorted(os.listdir(tmp_path)) == ["last", "notes.tmp", "step-000003"]
+    assert verify(tmp_path / LAST)["step"] == 3
+
+
+def test_rotation_keeps_the_newest_and_what_pointers_name(tmp_path: Path, monkeypatch):
+    dirs = [save(tmp_path, {**STATE, "step": s}, name=f"step-{s:06d}") for s in (1, 2, 3, 4, 5)]
+    point(tmp_path, BEST, dirs[0])
+    point(tmp_path, LAST, dirs[4])
+    deleted: list[str] = []
+    real_unlink = os.unlink
+    monkeypatch.setattr(
+        os, "unlink", lambda p, *a, **k: (deleted.append(Path(p).name), real_unlink(p, *a, **k))
+    )
+    removed = rotate(tmp_path, keep=2)
+    assert [p.name for p in removed] == ["step-000002", "step-000003"]
+    assert [p.name for p in committed(tmp_path)] == ["step-000001", "step-000004", "step-000005"]
+    assert deleted[0] == MANIFEST  # the manifest before anything else
+
+
+def test_an_identical_recommit_keeps_the_existing_directory(tmp_path: Path):
+    first = save(tmp_path)
+    inode = first.stat().st_ino
+    assert save(tmp_path) == first and first.stat().st_ino == inode  # kept, not rewritten
+    changed = save(tmp_path, {**STATE, "weights": torch.zeros(1000)})
+    assert changed.stat().st_ino != inode  # replaced
+    assert torch.equal(load_checkpoint(changed)[0]["weights"], torch.zeros(1000))
+    assert sorted(os.listdir(tmp_path)) == ["step-000003"]
+    run_folder.clean_start(tmp_path)  # nothing left to clean
+    assert sorted(os.listdir(tmp_path)) == ["step-000003"]

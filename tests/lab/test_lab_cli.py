@@ -37,8 +37,16 @@ def assert_one_line_error(err: str, *fragments: str) -> None:
         assert fragment in lines[0], lines[0]
 
 
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+def snapshot(folder: Path) -> dict[str, bytes | str]:
+    """Every file below `folder` and where each pointer points."""
+    entries: dict[str, bytes | str] = {}
+    for path in sorted(folder.rglob("*")):
+        name = str(path.relative_to(folder))
+        if path.is_symlink():
+            entries[name] = os.readlink(path)
+        elif path.is_file():
+            entries[name] = path.read_bytes()
+    return entries
 
 
 def test_help_shows_examples_and_exit_codes(capsys):
@@ -72,7 +80,7 @@ BAD_INPUT = [
     (["train", "--output-dir", "d", "--time-budget", "0"], "--time-budget: must be a positive"),
     (["train", "--output-dir", "d", "--time-budget", "nan"], "--time-budget: must be a positive"),
     (["train", "--output-dir", "/proc/x"], "cannot write to output folder /proc/x"),
-    (["verify", "missing.pt"], "missing.pt: no such file"),
+    (["verify", "missing"], "missing: no such file or folder"),
     (["bogus"], "invalid choice: 'bogus'"),
 ]
 
@@ -136,14 +144,16 @@ def test_train_rejects_tampered_checkpoint_and_overwrites_nothing(tmp_path: Path
     folder = tmp_path / "run"
     argv = ["train", "--output-dir", str(folder), "--steps", "20", "--save-every", "2", "--quiet"]
     assert run([*argv, "--stop-after", "5"], capsys)[0] == EXIT_PREEMPTED
-    data = bytearray((folder / "last.pt").read_bytes())
+    state = folder / "last" / "state.pt"  # step-000005/state.pt
+    data = bytearray(state.read_bytes())
     data[-200] ^= 0xFF
-    # Written in place: step-000005.pt, a hard link to the same bytes, is damaged too.
-    (folder / "last.pt").write_bytes(bytes(data))
+    state.write_bytes(bytes(data))
     before = snapshot(folder)
     code, _, err = run(argv, capsys)
     assert code == EXIT_REJECTED
-    assert_one_line_error(err, "last.pt does not match last.json", "step-000004.pt verifies")
+    assert_one_line_error(
+        err, "step-000005/state.pt: expected", "found", "step-000004 verifies", "ln -sfn"
+    )
     assert snapshot(folder) == before
 
 
@@ -170,17 +180,24 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_checkpoint(
 def test_verify_reports_and_rejects(tmp_path: Path, capsys):
     folder = tmp_path / "run"
     run(["train", "--output-dir", str(folder), "--steps", "12", "--quiet"], capsys)
-    code, out, err = run(["verify", str(folder / "last.pt")], capsys)
-    assert code == EXIT_OK and err == ""
-    assert "OK" in out and "5,508 parameters" in out and "step 12" in out
+    for path in (folder, folder / "last", folder / "step-000012"):
+        code, out, err = run(["verify", str(path)], capsys)
+        assert code == EXIT_OK and err == ""
+        assert "OK" in out and "step-000012/: 1 file" in out and "blake3" in out
+        assert "5,508 parameters" in out and "step 12" in out
     code, out, _ = run(["verify", str(folder / "final.pt")], capsys)
     assert code == EXIT_OK and "a flat state_dict: 6 tensors, 5,508 values" in out
 
-    (folder / "last.pt").write_bytes((folder / "last.pt").read_bytes()[:-10])  # truncated
-    code, out, err = run(["verify", str(folder / "last.pt")], capsys)
+    state = folder / "step-000012" / "state.pt"
+    state.write_bytes(state.read_bytes()[:-10])  # truncated
+    code, out, err = run(["verify", str(folder / "last")], capsys)
     assert code == EXIT_REJECTED and out == ""
-    assert_one_line_error(err, "rejected", "last.pt does not match last.json", "expected")
+    assert_one_line_error(err, "rejected", "step-000012/state.pt: expected", "found")
     (folder / "final.json").unlink()
     code, _, err = run(["verify", str(folder / "final.pt")], capsys)
     assert code == EXIT_REJECTED
-    assert_one_line_error(err, "manifest final.json is missing")
+    assert_one_line_error(err, "final.json: missing")
+    (folder / "step-000012" / "manifest.json").unlink()
+    code, _, err = run(["verify", str(folder)], capsys)
+    assert code == EXIT_REJECTED
+    assert_one_line_error(err, "manifest.json: missing", "not a committed checkpoint")

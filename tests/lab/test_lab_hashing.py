@@ -4,15 +4,15 @@ same digest, no thread left behind, and a failed background sync is never swallo
 from __future__ import annotations
 
 import errno
-import hashlib
 import threading
 from pathlib import Path
 
 import pytest
 import torch
 
-from resume_lab import checkpoint
-from resume_lab.checkpoint import HashingWriter, SaveError, atomic_save
+from resume_lab import hashing
+from resume_lab.atomic import SaveError, atomic_save
+from resume_lab.hashing import HASHES, HashingWriter, file_digest
 
 SMALL = 4096  # the tests lower PARALLEL_MIN to this, so kilobytes take the large-write path
 
@@ -31,21 +31,23 @@ def large_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Every 8 KiB tensor counts as large; returns the descriptors synced in the background."""
     monkeypatch.setattr(HashingWriter, "PARALLEL_MIN", SMALL)
     synced: list[int] = []
-    real = checkpoint.fdatasync
+    real = hashing.fdatasync
 
     def counting(fd: int) -> None:
         synced.append(fd)
         real(fd)
 
-    monkeypatch.setattr(checkpoint, "fdatasync", counting)
+    monkeypatch.setattr(hashing, "fdatasync", counting)
     return synced
 
 
-def test_digest_is_the_files_digest_with_threads(tmp_path: Path, large_writes: list[int]):
+@pytest.mark.parametrize("algorithm", sorted(HASHES))
+def test_digest_is_the_files_digest_with_threads(
+    tmp_path: Path, large_writes: list[int], algorithm: str
+):
     path = tmp_path / "last.pt"
-    digest = atomic_save(state(), path)
-    data = path.read_bytes()
-    assert digest.sha256 == hashlib.sha256(data).hexdigest() and digest.bytes == len(data)
+    digest = atomic_save(state(), path, algorithm)
+    assert digest == file_digest(path, algorithm)  # streamed from disk: the same
     assert large_writes, "no write took the parallel path"
     assert helper_threads() == []  # shut down before atomic_save returned
     loaded = torch.load(path, weights_only=True)
@@ -62,7 +64,7 @@ def test_same_bytes_and_digest_as_inline_hashing(tmp_path: Path, monkeypatch):
 
 def test_small_saves_start_no_thread(tmp_path: Path, monkeypatch):
     started: list[object] = []
-    monkeypatch.setattr(checkpoint, "ThreadPoolExecutor", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(hashing, "ThreadPoolExecutor", lambda *a, **k: started.append(a))
     atomic_save(state(), tmp_path / "last.pt")  # every write is below PARALLEL_MIN
     assert started == []
 
@@ -77,7 +79,7 @@ def test_failed_background_sync_fails_the_save(tmp_path: Path, large_writes, mon
     def failing(fd: int) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(checkpoint, "fdatasync", failing)
+    monkeypatch.setattr(hashing, "fdatasync", failing)
     with pytest.raises(SaveError) as caught:
         atomic_save(state(1), path)
     assert caught.value.errno == errno.EIO and "last.pt was not replaced" in str(caught.value)

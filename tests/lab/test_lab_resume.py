@@ -12,11 +12,13 @@ import torch
 from resume_lab import state_keys as keys
 from resume_lab.build import build_trainer
 from resume_lab.callbacks import Callback, Checkpoint, EarlyStopping, StopAfter, TimeBudget
-from resume_lab.checkpoint import load_checkpoint, verify
+from resume_lab.checkpoint import CheckpointError, load_checkpoint, verify
 from resume_lab.config import LabConfig
 from resume_lab.experiment import tensors_equal
+from resume_lab.history_log import HISTORY_LOG, TIMING_LOG
 from resume_lab.loop import COMPLETED, EARLY_STOPPING, SIGNAL, STOP_AFTER, TIME_BUDGET
 from resume_lab.resume import ConfigMismatchError, resume, save_training
+from resume_lab.run_folder import BEST, LAST, pointed
 from resume_lab.signals import PreemptionFlag
 
 # Evaluating every 2 updates with patience 3 stops this run early (at update 40 here).
@@ -47,11 +49,11 @@ def test_early_stopping_state_survives_resume(tmp_path: Path):
     b.fit(kill_at)
     saved = early_stopping(b).state_dict()
     assert saved["bad"] > 0, "pick a kill point inside a run of bad evaluations"
-    save_training(b, tmp_path / "last.pt")
+    save_training(b, tmp_path)
     del b
 
     resumed = build_trainer(EARLY, init_seed=1)
-    resume(resumed, tmp_path / "last.pt")
+    resume(resumed, tmp_path)
     assert early_stopping(resumed).state_dict() == saved
     assert resumed.fit(EARLY.steps) == EARLY_STOPPING
     assert resumed.step == stop_step
@@ -60,7 +62,7 @@ def test_early_stopping_state_survives_resume(tmp_path: Path):
 
     # The control: a resume that forgot the callback's state trains past the stop.
     forgetful = build_trainer(EARLY, init_seed=1)
-    resume(forgetful, tmp_path / "last.pt")
+    resume(forgetful, tmp_path)
     forgetful.callbacks[0] = EarlyStopping(EARLY.patience)
     forgetful.fit(EARLY.steps)
     assert forgetful.step > stop_step
@@ -69,56 +71,118 @@ def test_early_stopping_state_survives_resume(tmp_path: Path):
 def test_resuming_a_stopped_run_stays_stopped(tmp_path: Path):
     a = build_trainer(EARLY, init_seed=0)
     a.fit(EARLY.steps)
-    save_training(a, tmp_path / "last.pt")
+    save_training(a, tmp_path)
     again = build_trainer(EARLY, init_seed=0)
-    resume(again, tmp_path / "last.pt")
+    resume(again, tmp_path)
     assert again.fit(EARLY.steps) == EARLY_STOPPING and again.step == a.step
 
 
 def test_other_configuration_is_refused(tmp_path: Path):
     trainer = build_trainer(LabConfig(steps=20), init_seed=0)
     trainer.fit(5)
-    save_training(trainer, tmp_path / "last.pt")
+    save_training(trainer, tmp_path)
     other = build_trainer(LabConfig(steps=30), init_seed=0)
     with pytest.raises(ConfigMismatchError, match="steps=20 in the file, 30 now"):
-        resume(other, tmp_path / "last.pt")
+        resume(other, tmp_path)
 
 
 def test_checkpoint_holds_every_named_key(tmp_path: Path):
     trainer = build_trainer(LabConfig(steps=20), init_seed=0)
     trainer.fit(7)
-    save_training(trainer, tmp_path / "last.pt")
-    state, manifest = load_checkpoint(tmp_path / "last.pt")
+    save_training(trainer, tmp_path)
+    state, manifest = load_checkpoint(tmp_path)
     assert set(state) == set(keys.ALL)
     assert state[keys.STEP] == manifest["step"] == 7
     assert state[keys.DATA_POSITION] == {"epoch": 0, "micro": 14, "examples_seen": 7 * 64}
     assert state[keys.SCALER] is None
 
 
+KEPT = ["step-000027", "step-000030"]
+
+
 def test_checkpoint_callback_keeps_last_n_and_best(tmp_path: Path):
     config = LabConfig(steps=30, eval_every=5, patience=None)
-    saver = Checkpoint(tmp_path, every=4, keep=2)
-    (tmp_path / "last.pt.tmp").write_bytes(b"left by a killed save")
+    saver = Checkpoint(tmp_path, every=3, keep=2)
+    (tmp_path / "tmp-step-000004-0a1b2c3d").mkdir()  # left by a killed save
     trainer = build_trainer(config, init_seed=0, callbacks=[saver])
     trainer.fit(config.steps)
-    names = sorted(p.name for p in tmp_path.iterdir())
-    # Saves at 4, 8, ..., 28 and at the end (30); the last two are kept; no temp file survives.
-    assert names == [
-        "best.json",
-        "best.pt",
-        "last.json",
-        "last.pt",
-        "step-000028.json",
-        "step-000028.pt",
-        "step-000030.json",
-        "step-000030.pt",
-    ]
-    assert (tmp_path / "last.pt").read_bytes() == (tmp_path / "step-000030.pt").read_bytes()
-    assert verify(tmp_path / "last.pt")["step"] == 30
-    best_state, _ = load_checkpoint(tmp_path / "best.pt")
     evaluated = [r for r in trainer.history if r["val_accuracy"] is not None]
     best = max(evaluated, key=lambda r: r["val_accuracy"])  # max() keeps the first of equals
-    assert best_state[keys.STEP] == best["step"] == saver.best_step
+    assert best["step"] == saver.best_step and best["step"] % 3 != 0  # a best-only save
+    names = sorted(p.name for p in tmp_path.iterdir())
+    # Saves at 3, 6, ..., 30 and at each new best: the newest two and the best are kept;
+    # no temporary directory survives.
+    assert names == sorted([HISTORY_LOG, TIMING_LOG, BEST, LAST, f"step-{best['step']:06d}", *KEPT])
+    assert pointed(tmp_path, LAST) == tmp_path / "step-000030"
+    assert verify(tmp_path / LAST)["step"] == 30
+    best_state, _ = load_checkpoint(tmp_path / BEST)
+    assert best_state[keys.STEP] == best["step"]
+
+
+def test_best_moves_before_last(tmp_path: Path, monkeypatch):
+    """`last`'s state says which update is best: that checkpoint must be named first."""
+    swaps: list[str] = []
+    real_replace = os.replace
+
+    def replace(src, dst):
+        swaps.append(Path(dst).name)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    config = LabConfig(steps=4, eval_every=2, patience=None)
+    trainer = build_trainer(config, init_seed=0, callbacks=[Checkpoint(tmp_path, every=2)])
+    trainer.fit(config.steps)
+    assert swaps[:2] == [BEST, LAST]  # update 2: the first evaluation is always a new best
+
+
+def test_a_resumed_history_log_equals_the_uninterrupted_one(tmp_path: Path):
+    config = LabConfig(steps=24, eval_every=4, patience=None)
+    whole = build_trainer(config, init_seed=0, callbacks=[Checkpoint(tmp_path / "a", every=3)])
+    whole.fit(config.steps)
+
+    saver = Checkpoint(tmp_path / "b", every=3)
+    first = build_trainer(config, init_seed=0, callbacks=[saver])
+    first.fit(12)  # `last` names update 12
+    first.callbacks.remove(saver)
+    first.fit(14)
+    first.callbacks.append(saver)
+    save_training(first, tmp_path / "b", pointers=())  # a killed run's save, never named
+    log = tmp_path / "b" / HISTORY_LOG
+    assert len(log.read_bytes().splitlines()) == 14  # two records past what last names
+    resumed = build_trainer(config, init_seed=1, callbacks=[Checkpoint(tmp_path / "b", every=3)])
+    resume(resumed, tmp_path / "b")
+    assert resumed.step == 12 and len(resumed.history) == 12
+    resumed.fit(config.steps)
+    assert log.read_bytes() == (tmp_path / "a" / HISTORY_LOG).read_bytes()
+
+
+def test_a_damaged_history_log_is_refused(tmp_path: Path):
+    trainer = build_trainer(LabConfig(steps=20), init_seed=0)
+    trainer.fit(5)
+    save_training(trainer, tmp_path)
+    log = tmp_path / HISTORY_LOG
+    log.write_bytes(log.read_bytes().replace(b'"step": 3', b'"step": 8'))
+    with pytest.raises(CheckpointError, match=r"history\.jsonl: expected its first \d+ bytes"):
+        resume(build_trainer(LabConfig(steps=20), init_seed=0), tmp_path)
+
+
+def checkpoint_size(tmp_path: Path, steps: int) -> int:
+    config = LabConfig(steps=1000, eval_every=20, patience=None)
+    trainer = build_trainer(config, init_seed=0)
+    trainer.fit(steps)
+    folder = save_training(trainer, tmp_path / f"at-{steps}")
+    return sum(f.stat().st_size for f in folder.iterdir())
+
+
+def test_checkpoint_size_does_not_grow_with_the_run(tmp_path: Path):
+    small, large = checkpoint_size(tmp_path, 10), checkpoint_size(tmp_path, 200)
+    assert abs(large - small) / small < 0.01
+
+
+@pytest.mark.slow
+def test_a_checkpoint_at_update_1000_is_the_size_of_one_at_update_10(tmp_path: Path):
+    small, large = checkpoint_size(tmp_path, 10), checkpoint_size(tmp_path, 1000)
+    assert abs(large - small) / small < 0.01
 
 
 def test_saving_does_not_change_the_trajectory(tmp_path: Path):
@@ -166,11 +230,11 @@ def test_signal_stops_at_the_next_boundary_and_saves(tmp_path: Path, signum, cap
         assert trainer.fit(config.steps) == SIGNAL
     assert signal.getsignal(signum) is previous  # handlers are put back
     assert trainer.step == 9
-    assert verify(tmp_path / "last.pt")["step"] == 9
+    assert verify(tmp_path / LAST)["step"] == 9
     assert "again" in capfd.readouterr().err  # the second signal was acknowledged, not obeyed
 
     resumed = build_trainer(config, init_seed=3)
-    resume(resumed, tmp_path / "last.pt")
+    resume(resumed, tmp_path)
     assert resumed.fit(config.steps) == COMPLETED
     reference = build_trainer(config, init_seed=0)
     reference.fit(config.steps)
@@ -188,9 +252,9 @@ def test_data_order_from_an_argument_breaks_the_resume(tmp_path: Path):
     a.fit(config.steps)
     b = build_trainer(config, init_seed=0)
     b.fit(12)
-    save_training(b, tmp_path / "last.pt")
+    save_training(b, tmp_path)
     buggy = build_trainer(config, init_seed=1)
-    resume(buggy, tmp_path / "last.pt")
+    resume(buggy, tmp_path)
     buggy.sampler.seed = 1  # as if the sampler had been built from this process's seed
     buggy.fit(config.steps)
     assert first_divergent_step(a.history, buggy.history) == 13

@@ -14,9 +14,16 @@ PACKAGE = Path(resume_lab.__file__).parent
 MARKER = re.compile(r"#\s*--8<--\s*\[(start|end):([\w-]+)\]")
 PROMISED = [
     "atomic_save",
+    "write_synced",
+    "commit",
     "verify",
     "load_checkpoint",
-    "manifest",
+    "point",
+    "clean_start",
+    "rotate",
+    "save_training",
+    "sync",
+    "read_history",
     "sampler",
     "evaluate",
     "trainer_fit",
