@@ -32,12 +32,12 @@ b = build_trainer(config, init_seed=config.seed)
 b.fit(kill_at)
 saved = stopper(b).state_dict()
 assert saved["bad"] == config.patience - 1 and saved["best_step"] == best_step
-save_training(b, "last.pt")
+save_training(b, "run")  # run/step-NNNNNN, named by run/last
 del b
 
 # Resumed with the callback's state (resume() restores it): the same run as A.
 restored = build_trainer(config, init_seed=config.seed + 1)
-resume(restored, "last.pt")
+resume(restored, "run")
 assert restored.fit(config.steps) == EARLY_STOPPING
 assert restored.step == a.step
 assert stopper(restored).state_dict() == stopper(a).state_dict()
@@ -46,7 +46,7 @@ assert tensors_equal(restored.model.state_dict(), a.model.state_dict())
 # Resumed with everything EXCEPT the callback's state: its patience starts
 # again from zero.
 forgetful = build_trainer(config, init_seed=config.seed + 1)
-resume(forgetful, "last.pt")
+resume(forgetful, "run")
 # A fresh counter: best -1.0, bad 0.
 forgetful.callbacks = [EarlyStopping(config.patience)]
 assert forgetful.fit(config.steps) == EARLY_STOPPING

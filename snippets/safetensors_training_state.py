@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 
 from resume_lab import state_keys as keys
 from resume_lab.build import build_trainer
-from resume_lab.checkpoint import load_checkpoint, save_checkpoint
+from resume_lab.checkpoint import STATE_FILE, load_checkpoint, save_checkpoint
 from resume_lab.config import LabConfig
 from resume_lab.resume import resume, save_training
 
@@ -63,9 +63,9 @@ def bitwise_equal(a, b) -> bool:
 # A real checkpoint: the lab trains 5 updates and saves the way it always does.
 trainer = build_trainer(LabConfig(steps=12), init_seed=0)
 trainer.fit(5)
-save_training(trainer, "last.pt")
-# Hash checked, then weights_only=True.
-state, manifest = load_checkpoint("last.pt")
+checkpoint = save_training(trainer, "run")
+# Every file's hash checked, then weights_only=True.
+state, manifest = load_checkpoint(checkpoint)
 
 # What safetensors cannot hold: every part of the loop state has values that
 # are not tensors.
@@ -113,9 +113,15 @@ with safe_open("model.safetensors", framework="pt") as f:
 # And the reassembled state resumes: a new trainer (another init seed) finishes
 # the run with the same bits as the trainer that was never interrupted.
 trainer.fit(12)
-save_checkpoint(back, "back.pt", step=back[keys.STEP], config=back[keys.CONFIG])
+save_checkpoint(
+    {STATE_FILE: back},
+    "run",
+    "reassembled",
+    step=back[keys.STEP],
+    config=back[keys.CONFIG],
+)
 resumed = build_trainer(LabConfig(steps=12), init_seed=1)
-resume(resumed, "back.pt")
+resume(resumed, "run/reassembled")
 resumed.fit(12)
 assert bitwise_equal(resumed.model.state_dict(), trainer.model.state_dict())
 
@@ -126,10 +132,10 @@ assert bitwise_equal(fresh.state_dict(), state[keys.MODEL])
 
 size = {
     name: Path(name).stat().st_size
-    for name in ("last.pt", "model.safetensors", "loop.pt")
+    for name in ("run/last/state.pt", "model.safetensors", "loop.pt")
 }
 print(
-    f"last.pt            {size['last.pt']:>7,} bytes: "
+    f"state.pt           {size['run/last/state.pt']:>7,} bytes: "
     "the lab's checkpoint at update 5"
 )
 print(
