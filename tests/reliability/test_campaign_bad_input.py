@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from campaign import global_state_kept, lab_command, record
+from campaign import global_state_kept, lab_command, listing, record
 
 from resume_lab.cli import EXIT_OK, EXIT_PREEMPTED, EXIT_REJECTED, EXIT_USAGE, main
 
@@ -29,35 +29,38 @@ RUN = ["train", "--output-dir", "run", "--steps", "12", "--save-every", "2", "--
 
 
 def truncate(run: Path) -> None:
-    data = (run / "last.pt").read_bytes()
-    (run / "last.pt").unlink()  # a new file: the numbered snapshot keeps its bytes
-    (run / "last.pt").write_bytes(data[: len(data) // 3])
+    state = run / "step-000004" / "state.pt"
+    data = state.read_bytes()
+    state.write_bytes(data[: len(data) // 3])
 
 
 def edit_manifest(run: Path) -> None:
-    manifest = json.loads((run / "last.json").read_text("utf8"))
-    manifest["sha256"] = manifest["sha256"][::-1]
-    (run / "last.json").unlink()
-    (run / "last.json").write_text(json.dumps(manifest), "utf8")
+    path = run / "step-000004" / "manifest.json"
+    manifest = json.loads(path.read_text("utf8"))
+    entry = manifest["files"]["state.pt"]
+    entry["digest"] = entry["digest"][::-1]
+    path.write_text(json.dumps(manifest), "utf8")
 
 
-def wrong_manifest_alone(run: Path) -> None:
-    """last.pt copied away with the manifest of an earlier checkpoint, and nothing else."""
-    wrong = (run / "step-000002.json").read_bytes()
-    for path in run.iterdir():
-        if path.name != "last.pt":
-            path.unlink()
-    (run / "last.json").write_bytes(wrong)
+def other_manifest(run: Path) -> None:
+    """step-000004 holding the manifest of step-000002 (complete and genuine)."""
+    shutil.copyfile(run / "step-000002" / "manifest.json", run / "step-000004" / "manifest.json")
 
 
 def remove_manifest(run: Path) -> None:
-    (run / "last.json").unlink()
+    (run / "step-000004" / "manifest.json").unlink()
 
 
-def only_last_pt(run: Path) -> None:
-    for path in run.iterdir():
-        if path.name != "last.pt":
-            path.unlink()
+def remove_state(run: Path) -> None:
+    (run / "step-000004" / "state.pt").unlink()
+
+
+def add_file(run: Path) -> None:
+    (run / "step-000004" / "notes.txt").write_text("added later", "utf8")
+
+
+def dangling_last(run: Path) -> None:
+    shutil.rmtree(run / "step-000004")
 
 
 def file_in_the_way(workdir: Path) -> None:
@@ -147,20 +150,36 @@ CASES: list[tuple[str, str, Callable[[Path], None] | None, list[str], int, str]]
         "seed=0 in the file, 1 now",
     ),
     (
-        "truncated last.pt, resumed",
+        "truncated state.pt, resumed",
         "tampered or truncated file",
         truncate,
         RUN,
         EXIT_REJECTED,
-        "run/last.pt does not match last.json",
+        "run/step-000004/state.pt: expected",
     ),
     (
-        "truncated last.pt, verified",
+        "truncated state.pt, verified",
         "tampered or truncated file",
         truncate,
-        ["verify", "run/last.pt"],
+        ["verify", "run/last"],
         EXIT_REJECTED,
-        "run/last.pt does not match last.json",
+        "run/step-000004/state.pt: expected",
+    ),
+    (
+        "state.pt missing, verified",
+        "tampered or truncated file",
+        remove_state,
+        ["verify", "run"],
+        EXIT_REJECTED,
+        "run/step-000004/state.pt: expected",
+    ),
+    (
+        "a file added, resumed",
+        "tampered or truncated file",
+        add_file,
+        RUN,
+        EXIT_REJECTED,
+        "run/step-000004/notes.txt: expected no such file",
     ),
     (
         "edited manifest, resumed",
@@ -168,39 +187,47 @@ CASES: list[tuple[str, str, Callable[[Path], None] | None, list[str], int, str]]
         edit_manifest,
         RUN,
         EXIT_REJECTED,
-        "run/last.pt does not match last.json",
+        "run/step-000004/state.pt: expected",
     ),
     (
         "edited manifest, verified",
         "manifest that does not match",
         edit_manifest,
-        ["verify", "run/last.pt"],
+        ["verify", "run/step-000004"],
         EXIT_REJECTED,
-        "run/last.pt does not match last.json",
+        "run/step-000004/state.pt: expected",
     ),
     (
         "the manifest of another checkpoint",
         "manifest that does not match",
-        wrong_manifest_alone,
+        other_manifest,
         RUN,
         EXIT_REJECTED,
-        "run/last.pt does not match last.json",
+        "run/step-000004/state.pt: expected",
     ),
     (
         "missing manifest, verified",
         "manifest that does not match",
         remove_manifest,
-        ["verify", "run/last.pt"],
+        ["verify", "run/last"],
         EXIT_REJECTED,
-        "run/last.pt: its manifest last.json is missing",
+        "run/step-000004/manifest.json: missing",
     ),
     (
-        "missing manifest, nothing to vouch for last.pt",
+        "missing manifest, resumed",
         "manifest that does not match",
-        only_last_pt,
+        remove_manifest,
         RUN,
         EXIT_REJECTED,
-        "run/last.pt: its manifest last.json is missing",
+        "run/step-000004/manifest.json: missing",
+    ),
+    (
+        "last names a checkpoint that is gone",
+        "manifest that does not match",
+        dangling_last,
+        ["verify", "run/last"],
+        EXIT_REJECTED,
+        "run/last points to step-000004, which does not exist",
     ),
 ]
 ISSUE_KINDS = {
@@ -215,7 +242,7 @@ ISSUE_KINDS = {
 
 @pytest.fixture(scope="module")
 def stopped_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run that was preempted after 4 updates: run/last.pt and its snapshots."""
+    """A run that was preempted after 4 updates: run/step-000002, run/step-000004, `last`."""
     folder = tmp_path_factory.mktemp("stopped") / "run"
     with global_state_kept(), contextlib.redirect_stderr(io.StringIO()):
         assert main([*RUN[:2], str(folder), *RUN[3:], "--stop-after", "4"]) == EXIT_PREEMPTED
@@ -223,7 +250,7 @@ def stopped_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def prepared(workdir: Path, stopped_run: Path, setup) -> dict[str, bytes]:
-    shutil.copytree(stopped_run, workdir / "run")
+    shutil.copytree(stopped_run, workdir / "run", symlinks=True)
     if setup is file_in_the_way:
         setup(workdir)
     elif setup is not None:
@@ -231,8 +258,8 @@ def prepared(workdir: Path, stopped_run: Path, setup) -> dict[str, bytes]:
     return files(workdir)
 
 
-def files(workdir: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(workdir)): p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
+def files(workdir: Path) -> dict[str, object]:
+    return listing(workdir)
 
 
 def check(code: int, out: str, err: str, expected_code: int, message: str) -> None:
@@ -287,23 +314,22 @@ def test_bad_input_in_new_processes(tmp_path: Path, stopped_run):
     record("bad_input", cases=len(CASES), kinds=len(ISSUE_KINDS), losses=0)
 
 
-def test_a_publish_cut_short_by_a_kill_is_completed_not_refused(
+def test_what_a_kill_leaves_is_removed_at_the_next_start_and_nothing_is_repaired(
     tmp_path: Path, stopped_run, capsys
 ):
-    """Not bad input: last.pt newer than last.json, and the numbered manifest that vouches for
-    last.pt's bytes still beside it, is what a kill between the two renames of a publish leaves.
-    `train` completes that publish, says so, and resumes."""
+    """Not bad input: what a kill leaves in the run folder (a temporary checkpoint directory, a
+    temporary pointer, a checkpoint directory whose manifest was never written). `last` verifies
+    as it is; `train` removes the leftovers, says so, and resumes from `last`."""
     run = tmp_path / "run"
-    shutil.copytree(stopped_run, run)
-    (run / "last.json").unlink()
-    shutil.copyfile(run / "step-000002.json", run / "last.json")  # the previous manifest
+    shutil.copytree(stopped_run, run, symlinks=True)
+    shutil.copytree(run / "step-000004", run / "tmp-step-000006-0a1b2c3d")
+    (run / "step-000006").mkdir()
+    (run / "step-000006" / "state.pt").write_bytes(b"half written")
+    (run / "last.tmp-0a1b2c3d").symlink_to("step-000002")
+    assert main(["verify", str(run / "last")]) == EXIT_OK
     assert main([*RUN[:2], str(run), *RUN[3:]]) == EXIT_OK
     err = capsys.readouterr().err
-    assert "completed the publish of last.pt that a kill interrupted" in err
-    assert f"resumed from {run / 'last.pt'} at update 4" in err
-    # The signature is exact: a manifest for the same update but another digest is an edit.
-    edited = tmp_path / "edited"
-    shutil.copytree(stopped_run, edited)
-    edit_manifest(edited)
-    assert main([*RUN[:2], str(edited), *RUN[3:]]) == EXIT_REJECTED
-    assert "edited/last.pt does not match last.json" in capsys.readouterr().err
+    for name in ("last.tmp-0a1b2c3d", "step-000006", "tmp-step-000006-0a1b2c3d"):
+        assert f"removed {name}, left by an interrupted save" in err, err
+    assert f"resumed from {run / 'last'} -> step-000004 at update 4" in err
+    assert "repair" not in err

@@ -1,19 +1,25 @@
-"""Campaign, parts 1 and 6: real processes, killed and preempted at random moments.
+"""Campaign, parts 1 and 6: real processes, killed and preempted at random moments and at
+every named phase of a save.
 
-Part 1: a process runs the lab's train loop and saves at every update (numbered snapshot,
-manifest, reload, last.pt and best.pt published, rotation); it is sent SIGKILL at a random
-moment, again and again, each time restarted the way `resume-lab train` restarts. After every
-kill, before the restart: nothing in the folder that verifies fails to load, and a restart
-would find last.pt and best.pt at least at the updates the process had acknowledged. At the
-restart itself: it resumes from there, and the temporary files the kill left are gone.
+Part 1: a process runs the lab's train loop and saves at every update (history log appended,
+checkpoint directory committed, reloaded, `best` and `last` swapped, rotation); it is sent
+SIGKILL at a random moment, again and again, each time restarted the way `resume-lab train`
+restarts. After every kill, at once, before any restart: `resume-lab verify DIR/last` passes,
+nothing that verifies fails to load, and `last` and `best` are at least at the updates the
+process had acknowledged. At the restart: it resumes from there, and the temporaries the kill
+left are gone. The same, deterministically, once at each named phase of a save and of a
+pointer swap: the child wraps the lab's functions in its own process and SIGKILLs itself there.
+Finally a restart runs to a fixed update and its checkpoint and history log are compared, byte
+for byte, with a run that was never killed.
 
 Part 6: `python -m resume_lab train` is sent SIGTERM at a random moment: it saves at the next
 update boundary and exits 75 (EX_TEMPFAIL, the lab's "preempted, checkpoint saved"); a second
 signal while it stops is acknowledged and changes nothing; the same command, rerun, resumes
 and ends with final.pt and history.json byte-identical to an uninterrupted run's.
 
-The processes are forked by a warm Zygote (campaign.py), so a restart costs milliseconds
-instead of seconds of `import torch`; the full part 6 uses real `python -m resume_lab`.
+The processes are forked by a warm Zygote (campaign.processes), so a restart costs
+milliseconds instead of seconds of `import torch`; the full part 6 uses real
+`python -m resume_lab`.
 """
 
 from __future__ import annotations
@@ -29,24 +35,31 @@ import pytest
 import torch
 from campaign import (
     MINIMUMS,
+    PHASES,
     Zygote,
     copy_folder,
     lab_command,
     record,
+    reference_run,
     restart_problems,
+    saved_state,
     send_signal,
-    temp_files,
+    temporaries,
     trusted_wrongly,
 )
 
-from resume_lab.callbacks import PUBLISHED
-from resume_lab.checkpoint import CheckpointError, verify
+from resume_lab.checkpoint import verify
 from resume_lab.cli import EXIT_OK, EXIT_PREEMPTED, main
+from resume_lab.experiment import tensors_equal
+from resume_lab.history_log import HISTORY_LOG
+from resume_lab.run_folder import BEST, LAST
 
 FULL = pytest.mark.full
 MODES = ["quick", pytest.param("full", marks=FULL)]
-KILLS = {"quick": 5, "full": 250}
+KILLS = {"quick": 4, "full": 220}
 KILL_WITHIN = 0.12  # seconds after the restart reports ready: about three save cycles
+# Quick: one phase of the commit, one of the swap, one of rotation; full: every phase.
+QUICK_PHASES = (PHASES[5], PHASES[8], PHASES[10])
 
 
 @pytest.fixture(autouse=True)
@@ -61,78 +74,146 @@ def zygote(tmp_path_factory: pytest.TempPathFactory):
     forker.close()
 
 
-def disagreeing_pairs(folder: Path) -> list[str]:
-    disagree = []
-    for name in PUBLISHED:
-        if (folder / name).exists():
-            try:
-                verify(folder / name)
-            except CheckpointError:
-                disagree.append(name)
-    return disagree
+class Campaign:
+    """One run folder, killed and restarted again and again; what was acknowledged so far."""
+
+    def __init__(self, zygote: Zygote, folder: Path, scratch: Path) -> None:
+        self.zygote, self.folder, self.scratch = zygote, folder, scratch
+        self.acknowledged = {LAST: 0, BEST: 0}  # newest update each pointer was saved at
+        self.lives = 0
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.problems: list[str] = []
+
+    def start(self, **request) -> tuple[int, dict]:
+        """Fork a restart; wait until it has resumed (and cleaned up) and check where."""
+        self.lives += 1
+        pid = self.zygote.fork("saver", folder=str(self.folder), seed=self.lives, **request)
+        ready = self.zygote.expect("ready", "error", timeout=120)
+        if "error" in ready:
+            self.zygote.reap(pid)
+            raise AssertionError(f"restart {self.lives} failed: {ready['error']}")
+        ack = self.acknowledged
+        if ready["ready"] < ack[LAST] or ready["best"] < ack[BEST]:
+            self.problems.append(f"restart {self.lives} resumed at {ready}, after {ack}")
+        if ready["stale"]:
+            self.problems.append(f"restart {self.lives} left {ready['stale']}")
+        self.counts["cleaned_at_restart"] += len(ready["cleaned"])
+        return pid, ready
+
+    def ended(self, pid: int, how: str) -> list:
+        """Reap the child; take in what it acknowledged; check the folder at once."""
+        code = self.zygote.reap(pid)
+        messages = self.zygote.drain()
+        if code != -signal.SIGKILL:
+            self.problems.append(f"{how}: the saver ended by itself ({code}): {messages}")
+        for message in messages:
+            if isinstance(message, dict) and "saved" in message:
+                self.acknowledged = {LAST: message["saved"], BEST: message["best"]}
+            elif isinstance(message, dict) and "error" in message:
+                self.problems.append(f"{how}: the saver failed: {message['error']}")
+        self.counts["kills"] += 1
+        self.counts["mid_write"] += bool(temporaries(self.folder))
+        self.problems += [f"{how}: {p}" for p in self.verify_at_once()]
+        self.problems += [f"{how}: {p}" for p in trusted_wrongly(self.folder)]
+        copy_folder(self.folder, self.scratch)
+        self.problems += [f"{how}: {p}" for p in restart_problems(self.scratch, self.acknowledged)]
+        return messages
+
+    def verify_at_once(self) -> list[str]:
+        """`resume-lab verify DIR/last`, before anything else touches the folder."""
+        if self.acknowledged[LAST] == 0 and not (self.folder / LAST).is_symlink():
+            return []  # killed before its first save
+        pid = self.zygote.fork("cli", argv=["verify", str(self.folder / LAST)])
+        code = self.zygote.reap(pid)
+        output = [m for m in self.zygote.drain() if isinstance(m, str)]
+        if code != EXIT_OK or not output or ": OK, " not in output[0]:
+            return [f"verify {LAST} exited {code}: {' / '.join(output)}"]
+        return []
+
+    def finish(self, until: int) -> list[str]:
+        """A last restart runs to update `until` and stops; its checkpoint and history log must
+        equal, byte for byte, those of a run that was never interrupted."""
+        pid, _ = self.start(until=until)
+        code = self.zygote.reap(pid)
+        self.zygote.drain()
+        if code != 0:
+            return [f"the final restart exited {code}"]
+        whole = reference_run(self.scratch.parent / "whole", until)
+        problems = []
+        if not tensors_equal(saved_state(self.folder / LAST), saved_state(whole)):
+            problems.append(f"the resumed state at update {until} differs from the whole run's")
+        ours, theirs = (f / HISTORY_LOG for f in (self.folder, whole.parent))
+        if ours.read_bytes() != theirs.read_bytes():
+            problems.append("the resumed run's history.jsonl differs from the whole run's")
+        return problems
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_sigkill_at_random_moments_never_loses_a_checkpoint(tmp_path: Path, zygote, mode):
     rng = random.Random(f"sigkill-{mode}")
-    folder = tmp_path / "run"
-    folder.mkdir()
-    acknowledged = dict.fromkeys(PUBLISHED, 0)  # newest update each name was saved at
-    counts: collections.Counter[str] = collections.Counter()
-    problems: list[str] = []
-
-    for kill in range(KILLS[mode] + 1):  # the last start only checks the restart
-        pid = zygote.fork("saver", folder=str(folder), seed=kill)
-        ready = zygote.expect("ready", "error", timeout=120)
-        if "error" in ready:
-            problems.append(f"restart {kill} failed: {ready['error']}")
-            zygote.reap(pid)
-            break
-        if ready["ready"] < acknowledged["last.pt"] or ready["best"] < acknowledged["best.pt"]:
-            problems.append(f"restart {kill} resumed at {ready}, after {acknowledged}")
-        if ready["stale"]:
-            problems.append(f"restart {kill} left {ready['stale']}")
-        counts["repaired"] += len(ready["repaired"])
-        if kill == KILLS[mode]:
-            send_signal(pid, signal.SIGKILL)
-            zygote.reap(pid)
-            break
-
+    run = Campaign(zygote, tmp_path / "run", tmp_path / "copy")
+    run.folder.mkdir()
+    for kill in range(KILLS[mode]):
+        pid, _ = run.start()
         time.sleep(rng.uniform(0, KILL_WITHIN))
         send_signal(pid, signal.SIGKILL)
-        code = zygote.reap(pid)
-        assert code == -signal.SIGKILL, f"the saver ended by itself ({code})"
-        for message in zygote.drain():
-            if isinstance(message, dict) and "saved" in message:
-                acknowledged = {"last.pt": message["saved"], "best.pt": message["best"]}
-            elif isinstance(message, dict) and "error" in message:
-                problems.append(f"saver {kill} failed: {message['error']}")
-
-        # Right after the kill, before any restart: where did it land, and is anything lost?
-        counts["kills"] += 1
-        counts["mid_write"] += bool(temp_files(folder))
-        counts["between_renames"] += bool(disagreeing_pairs(folder))
-        problems += [f"kill {kill}: {p}" for p in trusted_wrongly(folder)]
-        copy_folder(folder, tmp_path / "copy")
-        problems += [f"kill {kill}: {p}" for p in restart_problems(tmp_path / "copy", acknowledged)]
-
-    assert problems == []
-    assert acknowledged["last.pt"] > (KILLS[mode] if mode == "full" else 0)  # it did save
+        run.ended(pid, f"kill {kill}")
+    saved = run.acknowledged[LAST]
+    run.problems += run.finish(until=saved + 3)
+    assert run.problems == []
+    assert saved > (KILLS[mode] if mode == "full" else 0)  # it did save
     if mode == "full":
-        assert counts["kills"] >= MINIMUMS["kills"]
-        # The kills really land inside saves. (Between the two renames of a publish, a window
-        # of a millisecond or so, only a few land: the power-cut sweeps cover it call by call.)
-        assert counts["mid_write"] >= counts["kills"] // 10
+        assert run.counts["kills"] >= MINIMUMS["kills"]
+        # The kills really land inside saves.
+        assert run.counts["mid_write"] >= run.counts["kills"] // 10
         record(
             "kills",
-            count=counts["kills"],
-            mid_write=counts["mid_write"],
-            between_renames=counts["between_renames"],
-            repaired_at_restart=counts["repaired"],
-            updates_saved=acknowledged["last.pt"],
-            losses=len(problems),
+            count=run.counts["kills"],
+            mid_write=run.counts["mid_write"],
+            cleaned_at_restart=run.counts["cleaned_at_restart"],
+            updates_saved=saved,
+            verified_at_once=run.counts["kills"],
+            resumed_bitwise=1,
+            losses=len(run.problems),
             trusted_wrongly=0,
         )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sigkill_at_every_named_phase_of_a_save_leaves_last_verifiable(
+    tmp_path: Path, zygote, mode
+):
+    """The child SIGKILLs itself at one named phase of its first save from a given update on;
+    each phase once, in one run folder, then the run is finished and compared bytewise."""
+    phases = PHASES if mode == "full" else QUICK_PHASES
+    run = Campaign(zygote, tmp_path / "run", tmp_path / "copy")
+    run.folder.mkdir()
+    reached = []
+    for phase in phases:
+        # from update 6 on: `best` and older checkpoints exist, and rotation has work to do
+        pid, _ = run.start(phase=phase, after=6, until=ready_limit(run))
+        messages = run.ended(pid, phase)
+        stops = [m for m in messages if isinstance(m, dict) and m.get("phase") == phase]
+        if stops:
+            reached.append(phase)
+    run.problems += run.finish(until=run.acknowledged[LAST] + 3)
+    assert reached == list(phases), f"never reached: {sorted(set(phases) - set(reached))}"
+    assert run.problems == []
+    if mode == "full":
+        record(
+            "kill_phases",
+            count=len(reached),
+            phases=", ".join(reached),
+            verified_at_once=len(reached),
+            resumed_bitwise=1,
+            losses=len(run.problems),
+            trusted_wrongly=0,
+        )
+
+
+def ready_limit(run: Campaign) -> int:
+    """A bound for a child whose phase never comes: it stops by itself and the test says so."""
+    return run.acknowledged[LAST] + 200
 
 
 def stop_with_sigterm(zygote: Zygote, argv: list[str], delay: float) -> tuple[int, list]:
@@ -155,9 +236,9 @@ def test_sigterm_saves_at_a_boundary_and_resumes_bitwise(tmp_path: Path, zygote,
     text = "\n".join(m for m in output if isinstance(m, str))
     assert code == EXIT_PREEMPTED, output
     assert "SIGTERM again: still saving the checkpoint" in text and "Traceback" not in text
-    assert f"preempted (signal): saved {folder / 'last.pt'}" in text
-    manifest = verify(folder / "last.pt")
-    assert 0 < manifest["step"] < 150 and temp_files(folder) == []
+    assert f"preempted (signal): saved {folder / LAST}" in text
+    manifest = verify(folder / LAST)
+    assert 0 < manifest["step"] < 150 and temporaries(folder) == []
     assert not (folder / "final.pt").exists()
 
     # The same command in a new process (this one) resumes; an uninterrupted run to compare.
@@ -211,7 +292,7 @@ def test_sigterm_at_random_moments_to_real_processes(tmp_path: Path, capsys):
             assert child.returncode == EXIT_PREEMPTED, err
             assert "Traceback" not in err
             sigterms += 1
-            assert verify(folder / "last.pt")["step"] > 0 and temp_files(folder) == []
+            assert verify(folder / LAST)["step"] > 0 and temporaries(folder) == []
             assert not (folder / "final.pt").exists()
         else:
             finish = subprocess.run(command, capture_output=True, text=True, timeout=300)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from campaign import MINIMUMS, ROOT
+from campaign import MINIMUMS, PHASES, ROOT
 from quoted_results import quoted_paths, unresolved
 
 COMMITTED = ROOT / "docs" / "assets" / "bench" / "campaign.json"
@@ -17,12 +17,15 @@ PAGES = [ROOT / "docs" / "checkpoints.md", ROOT / "docs" / "exact-resume.md"]
 # Every part of the full campaign records one section.
 SECTIONS = {
     "kills",
+    "kill_phases",
+    "power_cuts_commit",
     "power_cuts_atomic_save",
     "power_cuts_save",
     "power_cuts_best",
     "power_cuts_save_best",
     "write_faults",
     "tampering",
+    "manifest_flips",
     "malicious",
     "kill_points",
     "new_process_resumes",
@@ -48,7 +51,15 @@ def test_the_committed_figures_are_one_complete_full_run(committed: dict):
     points = committed["kill_points"]
     assert points["count"] == 3 * (points["steps"] - 1) == 3 * points["per_accumulation"]
     assert committed["malicious"]["ran"] == 0
-    for name in ("power_cuts_atomic_save", "power_cuts_save", "power_cuts_best"):
+    assert committed["kill_phases"]["count"] == len(PHASES)
+    assert committed["kills"]["verified_at_once"] == committed["kills"]["count"]
+    for name in (
+        "power_cuts_commit",
+        "power_cuts_atomic_save",
+        "power_cuts_save",
+        "power_cuts_best",
+        "power_cuts_save_best",
+    ):
         assert committed[name]["points"] > 0 and committed[name]["losses"] == 0
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from campaign import comparable, lab_command, record
+from campaign import lab_command, record, trainer_state
 
 from resume_lab import state_keys as keys
 from resume_lab.build import build_trainer
@@ -30,7 +30,9 @@ from resume_lab.callbacks import Callback
 from resume_lab.cli import EXIT_OK, EXIT_PREEMPTED, main
 from resume_lab.config import LabConfig
 from resume_lab.experiment import first_divergent_step, tensors_equal
-from resume_lab.resume import resume, save_training, training_state
+from resume_lab.history_log import HISTORY_LOG, HistoryLog
+from resume_lab.resume import resume, save_training
+from resume_lab.run_folder import LAST, checkpoint_name
 
 FULL = pytest.mark.full
 MODES = ["quick", pytest.param("full", marks=FULL)]
@@ -44,14 +46,16 @@ def one_thread():
 
 
 class SaveAt(Callback):
-    """Saves the training state at the boundary of each update in `steps`."""
+    """Commits a checkpoint directory at the boundary of each update in `steps`, all in one run
+    folder with one history log."""
 
     def __init__(self, folder: Path, steps: set[int]) -> None:
         self.folder, self.steps = folder, steps
+        self.log = HistoryLog(folder / HISTORY_LOG)
 
     def on_boundary(self, trainer) -> None:
         if trainer.step in self.steps:
-            save_training(trainer, self.folder / f"k{trainer.step:03d}.pt")
+            save_training(trainer, self.folder, log=self.log, pointers=())
 
 
 def kill_points(mode: str, accum: int, steps: int) -> list[int]:
@@ -67,7 +71,7 @@ def resume_campaign(folder: Path, mode: str, accum: int, steps: int) -> dict[str
     saver = SaveAt(folder, set(points))
     reference = build_trainer(config, init_seed=config.seed, callbacks=[saver])
     reference.fit(steps)
-    expected = comparable(training_state(reference))
+    expected = trainer_state(reference)
     seen = [0] + [record["examples_seen"] for record in reference.history]
     window = [after - before for before, after in itertools.pairwise(seen)]
     if accum == 3:  # every 17th update sees 2 micro-batches: 64 examples, not 96
@@ -76,13 +80,13 @@ def resume_campaign(folder: Path, mode: str, accum: int, steps: int) -> dict[str
     mismatches = []
     for k in points:
         resumed = build_trainer(config, init_seed=1000 + k)  # a new process's own seed
-        resume(resumed, folder / f"k{k:03d}.pt")
+        resume(resumed, folder / checkpoint_name(k))
         resumed.fit(steps)
-        if not tensors_equal(comparable(training_state(resumed)), expected):
+        if not tensors_equal(trainer_state(resumed), expected):
             mismatches.append(k)
 
         control = build_trainer(config, init_seed=1000 + k)
-        resume(control, folder / f"k{k:03d}.pt", restore_rng_state=False)
+        resume(control, folder / checkpoint_name(k), restore_rng_state=False)
         control.fit(k + 1)  # one update is enough to see it leave the path
         assert first_divergent_step(reference.history[: k + 1], control.history) == k + 1, k
     assert mismatches == [], f"K={accum}: resumed runs differ after kill points {mismatches}"
@@ -114,10 +118,10 @@ def test_without_dropout_a_resume_needs_no_rng_state(tmp_path: Path):
     config = LabConfig(steps=20, accum=3, eval_every=5, dropout=0.0)
     reference = build_trainer(config, init_seed=0)
     reference.fit(10)
-    save_training(reference, tmp_path / "k10.pt")
+    save_training(reference, tmp_path)
     reference.fit(20)
     control = build_trainer(config, init_seed=7)
-    resume(control, tmp_path / "k10.pt", restore_rng_state=False)
+    resume(control, tmp_path / LAST, restore_rng_state=False)
     control.fit(20)
     assert tensors_equal(control.model.state_dict(), reference.model.state_dict())
     assert first_divergent_step(reference.history, control.history) is None
@@ -164,7 +168,7 @@ def trajectory(config: LabConfig) -> dict:
     """Everything a run leaves except what evaluation itself writes (its metrics, its cadence)."""
     trainer = build_trainer(config, init_seed=config.seed)
     trainer.fit(config.steps)
-    state = comparable(training_state(trainer))
+    state = trainer_state(trainer)
     state[keys.HISTORY] = [
         {k: v for k, v in r.items() if not k.startswith("val_")} for r in state[keys.HISTORY]
     ]

@@ -1,22 +1,22 @@
 """Campaign, parts 3 and 4: damaged and malicious checkpoints are never trusted.
 
-Part 3 flips single bits anywhere in a real training checkpoint (spread over every region of
-the file: each ZIP entry's header and data, the pickle, the central directory), truncates it
-at random lengths, and edits or removes its manifest. verify() and load_checkpoint() must refuse
-every one, BEFORE anything is unpickled (torch.load and pickle are replaced by functions that
-fail the test), with a message that names the file and gives the expected and actual digest
-(or size). Edits to the manifest's claims about the contents (step, configuration) can only be
-checked against the contents: they are refused after the restricted weights_only load.
+Part 3 damages a real committed checkpoint directory (state.pt and manifest.json): single bit
+flips anywhere in state.pt (spread over every region of the file: each ZIP entry's header and
+data, the pickle, the central directory) and in manifest.json, truncations of either file, a
+missing file, an added file, and edits to the manifest. verify() and load_checkpoint() must
+refuse every one BEFORE anything is unpickled (torch.load and pickle are replaced by functions
+that fail the test), with one line that names the file and what was expected and found. Only
+the manifest's claims about the contents (step, configuration) can be checked against nothing
+but the contents: they are refused after the restricted weights_only load.
 
 Part 4 ships a pickle that runs code when loaded, with a manifest that matches it exactly: the
-digest passes, and the restricted loader refuses it. A marker file proves the code never ran,
+digests pass, and the restricted loader refuses it. A marker file proves the code never ran,
 and a control proves that the same payload does run under an unrestricted load.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import pickle
 import random
@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 import torch
 from campaign import (
-    MINIMUMS,
     a_training_state,
+    commit_and_point,
     flip_bit,
     forbid_unpickling,
     lab_command,
@@ -36,17 +36,22 @@ from campaign import (
 )
 
 from resume_lab.checkpoint import (
+    MANIFEST,
+    STATE_FILE,
     CheckpointError,
+    digest_bytes,
     load_checkpoint,
-    manifest_path,
-    save_checkpoint,
     verify,
 )
 from resume_lab.cli import EXIT_REJECTED, main
+from resume_lab.hashing import DEFAULT_HASH
+from resume_lab.history_log import HISTORY_LOG
+from resume_lab.run_folder import LAST
 
 FULL = pytest.mark.full
-# (flips, truncations) per mode; the full run exceeds the issue's 1,000 flips.
-COUNTS = {"quick": (80, 20), "full": (2000, 500)}
+# (flips in state.pt, flips in manifest.json, truncations) per mode; the full run exceeds the
+# issue's 1,000 flips.
+COUNTS = {"quick": (80, 30, 20), "full": (1500, 600, 500)}
 
 
 @pytest.fixture(autouse=True)
@@ -54,12 +59,19 @@ def one_thread():
     torch.set_num_threads(1)
 
 
-def saved_checkpoint(folder: Path, step: int = 12) -> tuple[Path, bytes, dict]:
+def saved_checkpoint(folder: Path, step: int = 12) -> tuple[Path, bytes, bytes, dict]:
+    """A run folder whose `last` names a committed step-NNNNNN directory; that directory, its
+    state.pt and manifest.json bytes, and the manifest."""
     folder.mkdir(exist_ok=True)
-    state = a_training_state(step)
-    path = folder / "last.pt"
-    manifest = save_checkpoint(state, path, step=step, config=state["config"])
-    return path, path.read_bytes(), manifest
+    (folder / HISTORY_LOG).touch()
+    checkpoint = commit_and_point(a_training_state(step), folder)
+    manifest = verify(checkpoint)
+    return (
+        checkpoint,
+        (checkpoint / STATE_FILE).read_bytes(),
+        (checkpoint / MANIFEST).read_bytes(),
+        manifest,
+    )
 
 
 def refused_before_unpickling(path: Path) -> str:
@@ -74,16 +86,28 @@ def refused_before_unpickling(path: Path) -> str:
             else:
                 raise AssertionError(f"{check.__name__} accepted a damaged {path.name}")
     assert attempts == [], attempts
-    assert messages[0] == messages[1]
+    assert messages[0] == messages[1] and "\n" not in messages[0]
     return messages[0]
+
+
+def damaged_state(checkpoint: Path, data: bytes, good: bytes, manifest: dict) -> None:
+    """state.pt replaced by `data`: refused through the pointer, naming the file, the expected
+    and the found size and digest."""
+    (checkpoint / STATE_FILE).write_bytes(data)
+    message = refused_before_unpickling(checkpoint.parent / LAST)
+    digest = manifest["files"][STATE_FILE]["digest"]
+    algorithm = manifest["hash"]
+    assert message.startswith(f"{checkpoint / STATE_FILE}: expected {len(good)} bytes"), message
+    assert f"with {algorithm} {digest}, found {len(data)} bytes with {algorithm} " in message
+    assert digest_bytes(data, algorithm) in message
 
 
 @pytest.mark.parametrize("mode", ["quick", pytest.param("full", marks=FULL)])
 def test_every_flip_and_truncation_is_refused_before_unpickling(tmp_path: Path, mode):
-    flips, truncations = COUNTS[mode]
+    flips, _, truncations = COUNTS[mode]
     rng = random.Random(f"tampering-{mode}")
-    path, good, manifest = saved_checkpoint(tmp_path)
-    expected = f"expected {len(good)} bytes with sha256 {manifest['sha256']}"
+    checkpoint, good, _, manifest = saved_checkpoint(tmp_path / "run")
+    assert manifest["hash"] == DEFAULT_HASH
     regions = zip_regions(good)
     hit: dict[str, int] = dict.fromkeys(regions, 0)
 
@@ -94,34 +118,114 @@ def test_every_flip_and_truncation_is_refused_before_unpickling(tmp_path: Path, 
             start, end = regions[sorted(regions)[n // 2 % len(regions)]]
             bit = rng.randrange(8 * start, 8 * end)
         hit.update({r: hit[r] + 1 for r, (s, e) in regions.items() if s <= bit // 8 < e})
-        damaged = flip_bit(good, bit)
-        path.write_bytes(damaged)
-        message = refused_before_unpickling(path)
-        actual = hashlib.sha256(damaged).hexdigest()
-        assert message.startswith(f"{path} does not match last.json")
-        assert expected in message and f"found {len(good)} bytes with sha256 {actual}" in message
+        damaged_state(checkpoint, flip_bit(good, bit), good, manifest)
 
     for _ in range(truncations):
         size = rng.randrange(len(good))  # 0 (an empty file) up to one byte short
-        path.write_bytes(good[:size])
-        message = refused_before_unpickling(path)
-        actual = hashlib.sha256(good[:size]).hexdigest()
-        assert expected in message and f"found {size} bytes with sha256 {actual}" in message
+        damaged_state(checkpoint, good[:size], good, manifest)
 
-    path.write_bytes(good)
-    load_checkpoint(path)  # and the intact file still loads
+    (checkpoint / STATE_FILE).write_bytes(good)
+    load_checkpoint(checkpoint.parent / LAST)  # and the intact file still loads
     assert all(hit.values()), f"regions never hit: {[r for r, n in hit.items() if not n]}"
     if mode == "full":
-        assert flips >= MINIMUMS["flips"]
         record(
             "tampering",
-            flips=flips,
+            flips=flips + COUNTS["full"][1],
+            state_flips=flips,
+            manifest_flips=COUNTS["full"][1],
             truncations=truncations,
             regions=len(regions),
             checkpoint_bytes=len(good),
             losses=0,
             trusted_wrongly=0,  # any acceptance or unpickling attempt failed the test above
         )
+
+
+# What a flipped bit in manifest.json may do. Refused before unpickling: it breaks the JSON,
+# a digest, a size, a file name, the hash name or a required key. Refused after the restricted
+# load: it changes the step or the configuration, which only the contents can contradict.
+# Accepted: it changes only what vouches for nothing (when it was saved, by which versions,
+# with how many threads, an optional key's name); the bytes loaded are the saved ones.
+VOUCHING = ("format", "step", "hash", "files", "config")
+
+
+CRASHED = "refused before unpickling, but with a traceback"
+
+
+def manifest_flip_outcome(checkpoint: Path, good_manifest: dict) -> str:
+    with forbid_unpickling() as attempts:
+        try:
+            verify(checkpoint)
+        except CheckpointError as err:
+            assert "\n" not in str(err) and str(checkpoint) in str(err)
+            return "refused before unpickling"
+        except KeyError:
+            # A lab bug, pinned by the strict xfail below: a file entry that lost its "bytes"
+            # or "digest" key escapes as KeyError instead of one line. Nothing was loaded.
+            entry = json.loads((checkpoint / MANIFEST).read_text("utf8"))["files"][STATE_FILE]
+            assert set(entry) != {"bytes", "digest"}
+            return CRASHED
+    assert attempts == []
+    try:
+        state, _ = load_checkpoint(checkpoint)
+    except CheckpointError as err:
+        assert "the manifest's" in str(err), err
+        return "refused after the restricted load"
+    edited = json.loads((checkpoint / MANIFEST).read_text("utf8"))
+    # Accepted: then nothing that vouches for the contents changed, and the contents are whole.
+    assert {k: edited.get(k) for k in VOUCHING} == {k: good_manifest[k] for k in VOUCHING}
+    assert state["step"] == good_manifest["step"]
+    return "accepted, only metadata changed"
+
+
+@pytest.mark.parametrize("mode", ["quick", pytest.param("full", marks=FULL)])
+def test_a_flip_in_the_manifest_never_lets_damage_through(tmp_path: Path, mode):
+    _, flips, _ = COUNTS[mode]
+    rng = random.Random(f"manifest-flips-{mode}")
+    checkpoint, _, good, manifest = saved_checkpoint(tmp_path / "run")
+    outcomes: dict[str, int] = {}
+    for _ in range(flips):
+        (checkpoint / MANIFEST).write_bytes(flip_bit(good, rng.randrange(8 * len(good))))
+        outcome = manifest_flip_outcome(checkpoint, manifest)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    assert outcomes.get("refused before unpickling", 0) > flips // 2, outcomes
+    if mode == "full":
+        record(
+            "manifest_flips",
+            count=flips,
+            refused_before_unpickling=outcomes.get("refused before unpickling", 0),
+            refused_after_restricted_load=outcomes.get("refused after the restricted load", 0),
+            accepted_metadata_only=outcomes.get("accepted, only metadata changed", 0),
+            crashed_with_a_traceback=outcomes.get(CRASHED, 0),
+            losses=0,
+            trusted_wrongly=0,
+        )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the manifest does not vouch for itself: a flip in saved_at, versions or threads "
+    "is accepted, and one in step or config is refused only after the restricted load",
+)
+def test_every_flip_in_the_manifest_is_refused_before_unpickling(tmp_path: Path):
+    """What the issue asks. When the manifest carries a digest of itself, this passes (and the
+    strict xfail fails, to say so)."""
+    checkpoint, _, good, _ = saved_checkpoint(tmp_path / "run")
+    for bit in range(0, 8 * len(good), 7):
+        (checkpoint / MANIFEST).write_bytes(flip_bit(good, bit))
+        refused_before_unpickling(checkpoint)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=KeyError,
+    reason="read_manifest checks the manifest's top-level keys only: an entry of files "
+    "without 'bytes' or 'digest' raises KeyError in check_file (a traceback, not one line)",
+)
+def test_a_file_entry_without_its_size_is_refused_in_one_line(tmp_path: Path):
+    checkpoint, _, text, _ = saved_checkpoint(tmp_path / "run")
+    (checkpoint / MANIFEST).write_bytes(text.replace(b'"bytes"', b'"byte{"'))
+    assert "byte" in refused_before_unpickling(checkpoint)
 
 
 def edit(field: str, value):
@@ -131,64 +235,97 @@ def edit(field: str, value):
     return apply
 
 
-def other_digit(sha: str) -> str:
-    return ("1" if sha[0] == "0" else "0") + sha[1:]
+def entry_edit(key: str, value):
+    def apply(manifest: dict) -> dict:
+        entry = manifest["files"][STATE_FILE]
+        new = value(entry[key]) if callable(value) else value
+        return {**manifest, "files": {STATE_FILE: {**entry, key: new}}}
+
+    return apply
 
 
-# Edits to the digest fields: refused before unpickling, naming the file and both digests.
+def other_digit(digest: str) -> str:
+    return ("1" if digest[0] == "0" else "0") + digest[1:]
+
+
+# Edits to what the manifest says about state.pt: refused before unpickling, naming the file,
+# what the manifest expects and what was found.
 DIGEST_EDITS = {
-    "sha256, one hex digit changed": edit("sha256", other_digit),
-    "sha256 of the empty file": edit("sha256", hashlib.sha256(b"").hexdigest()),
-    "bytes one more": edit("bytes", lambda n: n + 1),
-    "bytes one less": edit("bytes", lambda n: n - 1),
-    "bytes zero": edit("bytes", 0),
+    "digest, one hex digit changed": entry_edit("digest", other_digit),
+    "digest of the empty file": entry_edit("digest", digest_bytes(b"")),
+    "bytes one more": entry_edit("bytes", lambda n: n + 1),
+    "bytes one less": entry_edit("bytes", lambda n: n - 1),
+    "bytes zero": entry_edit("bytes", 0),
+    "hash named sha256, digest left blake3": edit("hash", "sha256"),
 }
-# Damage to the manifest itself: refused before unpickling, naming the file and the problem.
+# Damage to the directory or the manifest itself: refused before unpickling, naming the file
+# and the problem.
 STRUCTURE_EDITS = {
-    "missing manifest": (None, "its manifest last.json is missing"),
-    "empty manifest": (b"", "its manifest last.json is not valid JSON"),
-    "truncated manifest": (lambda text: text[: len(text) // 2], "last.json is not valid JSON"),
-    "not UTF-8": (b"\xff\xfe{}", "last.json is not valid JSON"),
-    "a list, not an object": (b"[]", "last.json lacks bytes, sha256, step, versions, config"),
-    "sha256 removed": (lambda text: text.replace(b'"sha256"', b'"sha"'), "lacks sha256"),
-    "bytes removed": (lambda text: text.replace(b'"bytes"', b'"size"'), "lacks bytes"),
+    "missing manifest": (None, f"{MANIFEST}: missing; "),
+    "empty manifest": (b"", "not valid JSON"),
+    "truncated manifest": (lambda text: text[: len(text) // 2], "not valid JSON"),
+    "not UTF-8": (b"\xff\xfe{}", "not valid JSON"),
+    "a list, not an object": (b"[]", "lacks format, step, hash, files, config"),
+    "files removed": (lambda text: text.replace(b'"files"', b'"filez"'), "lacks files"),
+    "an unknown hash": (lambda text: text.replace(b'"blake3"', b'"md5"'), "names hash 'md5'"),
+    "state.pt not listed": (
+        lambda text: text.replace(b'"state.pt"', b'"other.pt"'),
+        "other.pt: expected",
+    ),
 }
 
 
-def test_every_manifest_edit_is_refused(tmp_path: Path):
-    path, good, manifest = saved_checkpoint(tmp_path)
-    text = manifest_path(path).read_bytes()
-    actual = manifest["sha256"]
+def test_every_edit_to_the_directory_or_its_manifest_is_refused(tmp_path: Path):
+    checkpoint, good, text, manifest = saved_checkpoint(tmp_path / "run")
+    state = checkpoint / STATE_FILE
+    entry = manifest["files"][STATE_FILE]
+    found = f"found {len(good)} bytes with {manifest['hash']} {entry['digest']}"
 
     for name, change in DIGEST_EDITS.items():
         edited = change(manifest)
-        manifest_path(path).write_text(json.dumps(edited), "utf8")
-        message = refused_before_unpickling(path)
-        assert str(path) in message, name
-        assert f"expected {edited['bytes']} bytes with sha256 {edited['sha256']}" in message, name
-        assert f"found {len(good)} bytes with sha256 {actual}" in message, name
+        (checkpoint / MANIFEST).write_text(json.dumps(edited), "utf8")
+        message = refused_before_unpickling(checkpoint)
+        expected = edited["files"][STATE_FILE]
+        assert message.startswith(f"{state}: expected {expected['bytes']} bytes"), (name, message)
+        if edited["hash"] == manifest["hash"]:
+            assert f"with {manifest['hash']} {expected['digest']}, {found}" in message, name
 
     for name, (change, fragment) in STRUCTURE_EDITS.items():
         if change is None:
-            manifest_path(path).unlink()
+            (checkpoint / MANIFEST).unlink()
         else:
-            manifest_path(path).write_bytes(change(text) if callable(change) else change)
-        message = refused_before_unpickling(path)
-        assert message.startswith(str(path)) and fragment in message, (name, message)
+            (checkpoint / MANIFEST).write_bytes(change(text) if callable(change) else change)
+        message = refused_before_unpickling(checkpoint)
+        assert str(checkpoint) in message and fragment in message, (name, message)
+    (checkpoint / MANIFEST).write_bytes(text)
+
+    # A file missing, a file added (even an empty one), a truncated manifest's partner.
+    state.unlink()
+    message = refused_before_unpickling(checkpoint)
+    assert message == f"{state}: expected {len(good)} bytes with {manifest['hash']} " + (
+        f"{entry['digest']}, found no such file"
+    )
+    state.write_bytes(good)
+    for extra in ("extra.pt", ".hidden"):
+        (checkpoint / extra).write_bytes(b"")
+        message = refused_before_unpickling(checkpoint)
+        assert message.startswith(f"{checkpoint / extra}: expected no such file"), message
+        assert "found 0 bytes" in message
+        (checkpoint / extra).unlink()
 
     # A mixed-up pair: the manifest of another (complete, genuine) checkpoint of the same run.
-    other_path, _, other = saved_checkpoint(tmp_path / "other", step=16)
-    path.write_bytes(good)
-    manifest_path(path).write_bytes(manifest_path(other_path).read_bytes())
-    message = refused_before_unpickling(path)
-    assert f"sha256 {other['sha256']}, found {len(good)} bytes with sha256 {actual}" in message
+    other = commit_and_point(a_training_state(16), checkpoint.parent)
+    (checkpoint / MANIFEST).write_bytes((other / MANIFEST).read_bytes())
+    message = refused_before_unpickling(checkpoint)
+    assert f", {found}" in message
+    (checkpoint / MANIFEST).write_bytes(text)
 
     # Claims about the contents: checked against the contents after the restricted load.
     for field, value in (("step", 13), ("config", {**manifest["config"], "lr": 0.1})):
-        manifest_path(path).write_text(json.dumps({**manifest, field: value}), "utf8")
-        verify(path)  # the digest is right: these bytes are the ones that were saved
+        (checkpoint / MANIFEST).write_text(json.dumps({**manifest, field: value}), "utf8")
+        verify(checkpoint)  # the digests are right: these bytes are the ones that were saved
         with pytest.raises(CheckpointError, match=f"the manifest's '{field}'"):
-            load_checkpoint(path)
+            load_checkpoint(checkpoint)
     assert DIGEST_EDITS and STRUCTURE_EDITS
 
 
@@ -209,21 +346,28 @@ def payload(marker: Path) -> RunsCode:
     return RunsCode(f"open({str(marker)!r}, 'w').write('the payload ran')")
 
 
-def forge(path: Path, obj, *, legacy: bool = False) -> None:
-    """Write `obj` as a checkpoint with a manifest that matches it byte for byte."""
+def forge(run: Path, obj, *, legacy: bool = False) -> Path:
+    """A run folder whose `last` names a checkpoint directory holding `obj`, with a manifest
+    that matches it byte for byte."""
+    checkpoint = run / "step-000001"
+    checkpoint.mkdir(parents=True)
+    state = checkpoint / STATE_FILE
     if legacy:
-        path.write_bytes(pickle.dumps(obj, protocol=2))  # a plain pickle, not torch's ZIP
+        state.write_bytes(pickle.dumps(obj, protocol=2))  # a plain pickle, not torch's ZIP
     else:
-        torch.save(obj, path)
-    data = path.read_bytes()
+        torch.save(obj, state)
+    data = state.read_bytes()
     manifest = {
-        "bytes": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
+        "format": 2,
         "step": 1,
+        "hash": DEFAULT_HASH,
+        "files": {STATE_FILE: {"bytes": len(data), "digest": digest_bytes(data)}},
         "config": {},
         "versions": {},
     }
-    manifest_path(path).write_text(json.dumps(manifest), "utf8")
+    (checkpoint / MANIFEST).write_text(json.dumps(manifest), "utf8")
+    (run / LAST).symlink_to(checkpoint.name)
+    return checkpoint
 
 
 FORGERIES = {
@@ -240,21 +384,19 @@ def test_a_malicious_checkpoint_with_a_matching_manifest_never_runs(
     # The control: unpickled without restriction, this very payload runs.
     control = tmp_path / "control-ran"
     obj, legacy = FORGERIES[forgery](control)
-    forge(tmp_path / "control.pt", obj, legacy=legacy)
+    forged = forge(tmp_path / "control", obj, legacy=legacy)
     with contextlib.suppress(RuntimeError):  # a plain pickle runs, then fails torch's format check
-        torch.load(tmp_path / "control.pt", weights_only=False)
+        torch.load(forged / STATE_FILE, weights_only=False)
     assert control.read_text() == "the payload ran"
 
     marker = tmp_path / "ran"
     obj, legacy = FORGERIES[forgery](marker)
-    evil = tmp_path / "run" / "last.pt"
-    evil.parent.mkdir()
-    forge(evil, obj, legacy=legacy)
-    verify(evil)  # the digest matches: a digest proves "unchanged", not "safe"
+    evil = forge(tmp_path / "run", obj, legacy=legacy)
+    verify(evil.parent / LAST)  # the digests match: a digest proves "unchanged", not "safe"
     with pytest.raises(CheckpointError, match="matches its manifest but cannot be loaded safely"):
-        load_checkpoint(evil)
+        load_checkpoint(evil.parent / LAST)
     # The command line refuses it too, whether asked to verify it or to resume from it.
-    assert main(["verify", str(evil)]) == EXIT_REJECTED
+    assert main(["verify", str(evil.parent / LAST)]) == EXIT_REJECTED
     argv = ["train", "--output-dir", str(evil.parent), "--steps", "4", "--quiet"]
     assert main(argv) == EXIT_REJECTED
     err = capsys.readouterr().err
@@ -265,9 +407,9 @@ def test_a_malicious_checkpoint_with_a_matching_manifest_never_runs(
 @FULL
 def test_a_malicious_checkpoint_is_refused_by_a_real_process(tmp_path: Path):
     marker = tmp_path / "ran"
-    forge(tmp_path / "evil.pt", {"step": 1, "model": payload(marker)})
+    evil = forge(tmp_path / "run", {"step": 1, "model": payload(marker)})
     result = subprocess.run(
-        lab_command("verify", str(tmp_path / "evil.pt")),
+        lab_command("verify", str(evil.parent)),  # the run folder: what its `last` names
         capture_output=True,
         text=True,
         timeout=120,
