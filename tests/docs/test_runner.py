@@ -1,7 +1,7 @@
 """The fence runner: included files run as themselves, nested fences run, failures say where.
 
-One small project is tested in a subprocess, with a copy of our conftest.py, so the pages below
-are read exactly as `pytest --markdown-docs` reads ours.
+One small project is tested in a subprocess, with a copy of our conftest.py and our test
+support on its path, so the pages below are read exactly as `pytest --markdown-docs` reads ours.
 """
 
 from __future__ import annotations
@@ -47,6 +47,10 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """'passed' or 'failed' for each page, and the whole output under 'output'."""
     project = tmp_path_factory.mktemp("project")
     (project / "conftest.py").write_text((ROOT / "conftest.py").read_text("utf8"))
+    # The plugins the conftest registers come from our tests/support, as in our pyproject.toml;
+    # the ini file also makes the project pytest's rootdir, which include lines are relative to.
+    support = ROOT / "tests" / "support"
+    (project / "pytest.ini").write_text(f"[pytest]\npythonpath = {support}\n")
     # The root conftest also loads the site-build fixture; this project builds no site.
     (project / "site_fixture.py").write_text("")
     (project / "snippets").mkdir()
