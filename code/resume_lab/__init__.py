@@ -18,13 +18,6 @@ Modules, one job each:
   the demo
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("resume-lab")
-except PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
-
 from resume_lab.atomic import atomic_save
 from resume_lab.build import build_trainer
 from resume_lab.checkpoint import (
@@ -35,6 +28,7 @@ from resume_lab.checkpoint import (
 )
 from resume_lab.config import LabConfig
 from resume_lab.resume import resume, save_training
+from resume_lab.versions import LAB_VERSION as __version__
 
 __all__ = [
     "CheckpointError",

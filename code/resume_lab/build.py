@@ -8,10 +8,11 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-from resume_lab.callbacks import Callback, EarlyStopping
+from resume_lab.callbacks import EarlyStopping
 from resume_lab.config import LabConfig
 from resume_lab.data import Blobs, make_blobs
-from resume_lab.loop import StopFlag, Trainer
+from resume_lab.events import Callback
+from resume_lab.loop import Trainer
 from resume_lab.model import build_model
 from resume_lab.sampler import StepIndexedSampler
 from resume_lab.schedule import build_scheduler
@@ -30,7 +31,6 @@ def build_trainer(
     init_seed: int,
     data: Blobs | None = None,
     callbacks: Iterable[Callback] = (),
-    preemption: StopFlag | None = None,
 ) -> Trainer:
     """Fresh model, optimizer, schedule and sampler.
 
@@ -58,7 +58,6 @@ def build_trainer(
         sampler,
         data,
         [*policy, *callbacks],
-        preemption,
     )
 
 

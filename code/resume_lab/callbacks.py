@@ -7,12 +7,19 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from resume_lab import state_keys as keys
 from resume_lab.checkpoint import CheckpointError, load_checkpoint
+from resume_lab.events import (
+    EARLY_STOPPING,
+    STOP_AFTER,
+    TIME_BUDGET,
+    Callback,
+    StopReason,
+)
 from resume_lab.history_log import HISTORY_LOG, HistoryLog
-from resume_lab.loop import EARLY_STOPPING, STOP_AFTER, TIME_BUDGET
+from resume_lab.loop import Trainer
 from resume_lab.resume import save_training
 from resume_lab.run_folder import (
     BEST,
@@ -23,37 +30,6 @@ from resume_lab.run_folder import (
     pointed,
     rotate,
 )
-
-if TYPE_CHECKING:
-    from resume_lab.loop import Trainer
-
-
-class Callback:
-    """Every event the Trainer emits, in the order it emits them within one
-    update.
-
-    A callback with a `state_key` has its state_dict() saved in every
-    checkpoint and restored on resume: policy that counts (patience, schedules)
-    must survive a restart.
-    """
-
-    state_key: str | None = None
-
-    def on_fit_start(self, trainer: Trainer) -> None: ...
-    # after optimizer.step(); history written
-    def on_step_end(self, trainer: Trainer) -> None: ...
-    def on_eval_end(
-        self, trainer: Trainer, metrics: dict[str, float]
-    ) -> None: ...
-    # end of the update: the place to save
-    def on_boundary(self, trainer: Trainer) -> None: ...
-    def on_fit_end(self, trainer: Trainer, reason: str) -> None: ...
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        pass
 
 
 # --8<-- [start:early_stopping]
@@ -154,7 +130,7 @@ class Checkpoint(Callback):
     # --8<-- [end:checkpoint_callback]
 
     # --8<-- [start:checkpoint_save]
-    def on_fit_end(self, trainer: Trainer, reason: str) -> None:
+    def on_fit_end(self, trainer: Trainer, reason: StopReason) -> None:
         # Preempted or done: a restart must find this exact state in `last`.
         current = self._current
         if current is not None and current.name == checkpoint_name(

@@ -5,18 +5,14 @@ for every byte."""
 
 from __future__ import annotations
 
-import datetime
-import json
 import os
 import pickle
-import platform
 import re
 import secrets
 import shutil
 from pathlib import Path
 from typing import IO, Any
 
-import numpy as np
 import torch
 
 from resume_lab import state_keys as keys
@@ -29,69 +25,22 @@ from resume_lab.atomic import (
 )
 from resume_lab.hashing import (
     DEFAULT_HASH,
-    HASHES,
-    FileDigest,
     new_hasher,
     stream_digest,
 )
+from resume_lab.manifest import (
+    MANIFEST,
+    CheckpointError,
+    make_manifest,
+    manifest_of,
+    manifest_text,
+    read_manifest,
+    write_manifest,
+)
 
-MANIFEST = "manifest.json"
 STATE_FILE = "state.pt"
-MANIFEST_FORMAT = 2
 # a directory being written: never loaded, removed at the next start
 TEMP_PREFIX = "tmp-"
-REQUIRED_MANIFEST_KEYS = ("format", "step", "hash", "files", "config")
-
-
-class CheckpointError(Exception):
-    """A checkpoint or its manifest is missing, damaged, or does not match;
-    nothing was loaded."""
-
-
-def versions() -> dict[str, str]:
-    from resume_lab import __version__
-
-    # str(): torch.__version__ is a TorchVersion, a class the restricted
-    # unpickler refuses.
-    return {
-        "resume_lab": __version__,
-        "torch": str(torch.__version__),
-        "numpy": str(np.__version__),
-        "python": platform.python_version(),
-    }
-
-
-def make_manifest(
-    files: dict[str, FileDigest],
-    *,
-    step: int,
-    config: dict[str, Any],
-    algorithm: str,
-) -> dict[str, Any]:
-    return {
-        "format": MANIFEST_FORMAT,
-        "step": step,
-        "hash": algorithm,
-        "files": {
-            name: {"bytes": d.bytes, "digest": d.digest}
-            for name, d in sorted(files.items())
-        },
-        "config": config,
-        "versions": versions(),
-        # bitwise resume holds for the same thread count
-        "threads": torch.get_num_threads(),
-        "saved_at": datetime.datetime.now(datetime.UTC).isoformat(
-            timespec="seconds"
-        ),
-    }
-
-
-def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
-    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    with open(path, "x", encoding="utf8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 # --8<-- [start:commit]
@@ -174,46 +123,6 @@ def locate(path: str | os.PathLike[str]) -> Path:
     if not path.exists():
         raise CheckpointError(f"{path}: no such checkpoint")
     return path.resolve()
-
-
-def manifest_of(checkpoint: Path) -> Path:
-    """manifest.json inside a checkpoint directory; final.json beside a
-    single-file checkpoint (final.pt)."""
-    if checkpoint.is_dir():
-        return checkpoint / MANIFEST
-    return checkpoint.with_suffix(".json")
-
-
-def read_manifest(checkpoint: Path) -> dict[str, Any]:
-    """The manifest, checked for shape only (not yet against the files)."""
-    path = manifest_of(checkpoint)
-    if not path.is_file():
-        raise CheckpointError(
-            f"{path}: missing; {checkpoint} is not a committed checkpoint "
-            "and is never loaded"
-        )
-    try:
-        manifest = json.loads(path.read_text("utf8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(
-            f"{path}: not valid JSON ({err}); the manifest was damaged"
-        ) from None
-    missing = [
-        key
-        for key in REQUIRED_MANIFEST_KEYS
-        if not isinstance(manifest, dict) or key not in manifest
-    ]
-    if missing:
-        raise CheckpointError(
-            f"{path}: lacks {', '.join(missing)}; "
-            "it was not written by this version of the lab"
-        )
-    if manifest["hash"] not in HASHES:
-        raise CheckpointError(
-            f"{path}: names hash {manifest['hash']!r}; "
-            f"this lab checks {', '.join(sorted(HASHES))}"
-        )
-    return manifest
 
 
 def check_file(
@@ -362,8 +271,7 @@ def save_file_checkpoint(
     manifest = make_manifest(
         {path.name: digest}, step=step, config=config, algorithm=algorithm
     )
-    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    atomic_write_bytes(manifest_of(path), text.encode("utf8"))
+    atomic_write_bytes(manifest_of(path), manifest_text(manifest))
     return manifest
 
 

@@ -20,7 +20,6 @@ from resume_lab.checkpoint import (
     load_checkpoint,
     locate,
     verify,
-    versions,
 )
 from resume_lab.config import LabConfig
 from resume_lab.evaluate import evaluate
@@ -29,6 +28,7 @@ from resume_lab.outputs import write_final
 from resume_lab.progress import Progress
 from resume_lab.resume import resume, save_training
 from resume_lab.run_folder import LAST
+from resume_lab.versions import versions
 
 CURVE_FIELDS = ("loss", "grad_norm", "lr")
 

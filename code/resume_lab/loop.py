@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -16,19 +16,8 @@ from torch.nn.utils import clip_grad_norm_
 from resume_lab.config import LabConfig
 from resume_lab.data import Blobs
 from resume_lab.evaluate import evaluate
+from resume_lab.events import COMPLETED, Callback, Event, StopReason
 from resume_lab.sampler import StepIndexedSampler
-
-if TYPE_CHECKING:
-    from resume_lab.callbacks import Callback
-
-# Why fit() returned. The first three mean "stopped early on purpose,
-# resumable from last.pt".
-SIGNAL = "signal"
-TIME_BUDGET = "time_budget"
-STOP_AFTER = "stop_after"
-PREEMPTED = frozenset({SIGNAL, TIME_BUDGET, STOP_AFTER})
-COMPLETED = "completed"
-EARLY_STOPPING = "early_stopping"
 
 # The per-update fields that are a pure function of the configuration.
 # step_time is wall clock.
@@ -41,10 +30,6 @@ DETERMINISTIC_FIELDS = (
     "val_loss",
     "val_accuracy",
 )
-
-
-class StopFlag(Protocol):
-    requested: bool
 
 
 class Trainer:
@@ -61,7 +46,6 @@ class Trainer:
         sampler: StepIndexedSampler,
         data: Blobs,
         callbacks: Iterable[Callback] = (),
-        preemption: StopFlag | None = None,
     ) -> None:
         self.config = config
         self.model = model
@@ -70,33 +54,31 @@ class Trainer:
         self.sampler = sampler
         self.data = data
         self.callbacks = list(callbacks)
-        # set by a SIGTERM/SIGINT handler, read at update boundaries
-        self.preemption = preemption
         # Clocks: updates, data position (epoch, next micro-batch), examples.
         self.step = 0
         self.epoch = 0
         self.micro = 0
         self.examples_seen = 0
         self.history: list[dict[str, Any]] = []
-        self.stop_reason: str | None = None
+        self.stop_reason: StopReason | None = None
 
-    def emit(self, event: str, *args: Any) -> None:
+    def emit(self, event: Event, *args: Any) -> None:
         for callback in self.callbacks:
-            getattr(callback, event)(self, *args)
+            getattr(callback, event.value)(self, *args)
 
-    def request_stop(self, reason: str) -> None:
+    def request_stop(self, reason: StopReason) -> None:
         """Ask the loop to stop at the end of this update; the first reason
         given wins."""
         if self.stop_reason is None:
             self.stop_reason = reason
 
     # --8<-- [start:trainer_fit]
-    def fit(self, max_steps: int) -> str:
+    def fit(self, max_steps: int) -> StopReason:
         """Train until `max_steps` updates are done or a callback stops the run;
         return why."""
         self.model.train()
         self.stop_reason = None
-        self.emit("on_fit_start")
+        self.emit(Event.FIT_START)
         while self.step < max_steps and self.stop_reason is None:
             started = time.perf_counter()
             # One update: `accum` micro-batches, fewer at the end of an epoch
@@ -136,22 +118,20 @@ class Trainer:
             self._log(
                 loss_sum, grad_norm, lr, step_time=time.perf_counter() - started
             )
-            self.emit("on_step_end")
+            self.emit(Event.STEP_END)
             if (
                 self.config.eval_every
                 and self.step % self.config.eval_every == 0
             ):
                 metrics = evaluate(self.model, self.data.x_val, self.data.y_val)
                 self.history[-1].update(metrics)
-                self.emit("on_eval_end", metrics)
+                self.emit(Event.EVAL_END, metrics)
             # An update boundary: gradients are None and the window is complete.
             # The only place where saving is allowed, so a resume never starts
             # mid-accumulation.
-            self.emit("on_boundary")
-            if self.preemption is not None and self.preemption.requested:
-                self.request_stop(SIGNAL)
+            self.emit(Event.BOUNDARY)
         reason = self.stop_reason or COMPLETED
-        self.emit("on_fit_end", reason)
+        self.emit(Event.FIT_END, reason)
         return reason
 
     # --8<-- [end:trainer_fit]

@@ -5,19 +5,17 @@ No extra dependency."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
-from resume_lab.callbacks import Callback
-from resume_lab.loop import (
+from resume_lab.events import (
     COMPLETED,
     EARLY_STOPPING,
     SIGNAL,
     STOP_AFTER,
     TIME_BUDGET,
+    Callback,
 )
-
-if TYPE_CHECKING:
-    from resume_lab.loop import Trainer
+from resume_lab.loop import Trainer
 
 BAR_WIDTH = 30
 # How the last line says why fit() returned.

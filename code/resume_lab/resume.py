@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from resume_lab import state_keys as keys
 from resume_lab.checkpoint import (
@@ -13,14 +13,12 @@ from resume_lab.checkpoint import (
     load_checkpoint,
     locate,
     save_checkpoint,
-    versions,
 )
 from resume_lab.history_log import HISTORY_LOG, HistoryLog, read_history
+from resume_lab.loop import Trainer
 from resume_lab.rng import capture_rng, restore_rng
 from resume_lab.run_folder import LAST, checkpoint_name, point
-
-if TYPE_CHECKING:
-    from resume_lab.loop import Trainer
+from resume_lab.versions import versions
 
 
 class ConfigMismatchError(CheckpointError):

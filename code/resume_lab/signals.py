@@ -9,11 +9,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from resume_lab.events import SIGNAL, Callback
+from resume_lab.loop import Trainer
+
 
 # --8<-- [start:preemption]
-class PreemptionFlag:
-    """Set by SIGTERM or SIGINT; the Trainer stops at the next update boundary
-    and saves.
+class PreemptionFlag(Callback):
+    """Set by SIGTERM or SIGINT; at the next update boundary it asks the
+    Trainer to stop, like any other stop condition, and the run saves.
 
     The handler only sets a flag: no exception is raised in the middle of a
     forward pass or, worse, of a save. A second signal while stopping is
@@ -24,6 +27,10 @@ class PreemptionFlag:
     def __init__(self) -> None:
         self.requested = False
         self.signal_name: str | None = None
+
+    def on_boundary(self, trainer: Trainer) -> None:
+        if self.requested:
+            trainer.request_stop(SIGNAL)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name

@@ -27,6 +27,7 @@ from resume_lab.checkpoint import (
     verify,
 )
 from resume_lab.hashing import file_digest
+from resume_lab.manifest import SEAL, seal_of
 from resume_lab.run_folder import BEST, LAST, clean_start, committed, point, pointed, rotate
 
 STATE = {"step": 3, "config": {"lr": 0.1}, "weights": torch.arange(1000, dtype=torch.float32)}
@@ -220,23 +221,37 @@ def add_file(path: Path) -> None:
     (path / "extra.pt").write_bytes(b"not part of the checkpoint")
 
 
-def edit_manifest(path: Path, **changes) -> None:
+def edit_manifest(path: Path, *, reseal: bool = False, **changes) -> None:
+    """Change the state file's entry; `reseal` also recomputes the manifest's own hash, as a
+    forger who knows the format would."""
     manifest = json.loads((path / MANIFEST).read_text("utf8"))
     manifest["files"][STATE_FILE].update(changes)
+    if reseal:
+        manifest[SEAL] = seal_of(manifest)
     (path / MANIFEST).write_text(json.dumps(manifest), "utf8")
 
+
+SEALED = r"manifest\.json: expected blake3 \w+ over its content, found \w+; the manifest was"
 
 DAMAGE = {
     "bit flip in state.pt": (
         flip_state_bit,
         r"state\.pt: expected \d+ bytes with blake3 \w+, found",
     ),
-    "bit flip in the manifest": (flip_manifest_bit, r"state\.pt: expected .* found"),
+    "bit flip in the manifest": (flip_manifest_bit, SEALED),
     "truncation": (truncate, r"state\.pt: expected (\d+) bytes .* found (?!\1)\d+ bytes"),
     "missing file": (remove_state, r"state\.pt: expected \d+ bytes .* found no such file"),
     "added file": (add_file, r"extra\.pt: expected no such file .* found 26 bytes"),
-    "edited digest": (lambda p: edit_manifest(p, digest="0" * 64), "blake3 0000000000"),
-    "edited size": (lambda p: edit_manifest(p, bytes=1), "expected 1 bytes"),
+    "edited digest": (lambda p: edit_manifest(p, digest="0" * 64), SEALED),
+    "edited size": (lambda p: edit_manifest(p, bytes=1), SEALED),
+    "resealed edit": (
+        lambda p: edit_manifest(p, digest="0" * 64, reseal=True),
+        r"state\.pt: expected \d+ bytes with blake3 0{64}, found",
+    ),
+    "file entry without its size": (
+        lambda p: edit_manifest(p, bytes=None, reseal=True),
+        "its file list is damaged",
+    ),
     "missing manifest": (lambda p: (p / MANIFEST).unlink(), "not a committed checkpoint"),
     "garbled manifest": (lambda p: (p / MANIFEST).write_text("{not json"), "not valid JSON"),
 }
@@ -258,12 +273,14 @@ def test_damaged_checkpoint_rejected_before_unpickling(
 
 
 def test_manifest_must_match_contents(tmp_path: Path):
-    """A manifest whose digests are right but whose step was edited is caught after a safe
-    load."""
+    """A manifest edited and resealed (its files' digests right, its step wrong) is caught
+    after a safe load."""
     path = save(tmp_path)
     manifest = json.loads((path / MANIFEST).read_text("utf8"))
-    (path / MANIFEST).write_text(json.dumps({**manifest, "step": 99}), "utf8")
-    verify(path)  # the files still match
+    forged = {**manifest, "step": 99}
+    forged[SEAL] = seal_of(forged)  # resealed, as a forger who knows the format would
+    (path / MANIFEST).write_text(json.dumps(forged), "utf8")
+    verify(path)  # the files still match, and so does the manifest's own hash
     with pytest.raises(CheckpointError, match="'step'"):
         load_checkpoint(path)
 

@@ -14,9 +14,9 @@ from resume_lab.build import build_trainer
 from resume_lab.callbacks import Callback, Checkpoint, EarlyStopping, StopAfter, TimeBudget
 from resume_lab.checkpoint import CheckpointError, load_checkpoint, verify
 from resume_lab.config import LabConfig
+from resume_lab.events import COMPLETED, EARLY_STOPPING, SIGNAL, STOP_AFTER, TIME_BUDGET
 from resume_lab.experiment import tensors_equal
 from resume_lab.history_log import HISTORY_LOG, TIMING_LOG
-from resume_lab.loop import COMPLETED, EARLY_STOPPING, SIGNAL, STOP_AFTER, TIME_BUDGET
 from resume_lab.resume import ConfigMismatchError, resume, save_training
 from resume_lab.run_folder import BEST, LAST, pointed
 from resume_lab.signals import PreemptionFlag
@@ -225,8 +225,12 @@ def test_signal_stops_at_the_next_boundary_and_saves(tmp_path: Path, signum, cap
     previous = signal.getsignal(signum)
     flag = PreemptionFlag()
     with flag.installed():
-        callbacks = [Checkpoint(tmp_path, every=100), SendSignal(at=9, signum=signum, times=2)]
-        trainer = build_trainer(config, init_seed=0, callbacks=callbacks, preemption=flag)
+        callbacks = [
+            Checkpoint(tmp_path, every=100),
+            SendSignal(at=9, signum=signum, times=2),
+            flag,  # a stop condition like any other: it asks at the boundary
+        ]
+        trainer = build_trainer(config, init_seed=0, callbacks=callbacks)
         assert trainer.fit(config.steps) == SIGNAL
     assert signal.getsignal(signum) is previous  # handlers are put back
     assert trainer.step == 9

@@ -187,7 +187,7 @@ CASES: list[tuple[str, str, Callable[[Path], None] | None, list[str], int, str]]
         edit_manifest,
         RUN,
         EXIT_REJECTED,
-        "run/step-000004/state.pt: expected",
+        "run/step-000004/manifest.json: expected blake3",
     ),
     (
         "edited manifest, verified",
@@ -195,7 +195,7 @@ CASES: list[tuple[str, str, Callable[[Path], None] | None, list[str], int, str]]
         edit_manifest,
         ["verify", "run/step-000004"],
         EXIT_REJECTED,
-        "run/step-000004/state.pt: expected",
+        "run/step-000004/manifest.json: expected blake3",
     ),
     (
         "the manifest of another checkpoint",

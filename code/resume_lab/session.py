@@ -1,0 +1,148 @@
+"""Train in a run folder, resuming if possible: the one function behind
+`resume-lab train`, the campaign's processes and the benchmark.
+
+It prepares the folder, resumes from `last` or starts fresh, wires the
+callbacks, trains, and writes the final files; the caller maps the outcome to
+whatever it needs (the CLI: an exit status).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from resume_lab.build import build_trainer
+from resume_lab.callbacks import Checkpoint, StopAfter, TimeBudget
+from resume_lab.checkpoint import locate
+from resume_lab.config import LabConfig
+from resume_lab.events import PREEMPTED, Callback, StopReason
+from resume_lab.loop import Trainer
+from resume_lab.outputs import FINAL, write_final
+from resume_lab.progress import Progress
+from resume_lab.resume import resume
+from resume_lab.run_folder import LAST
+
+
+class RunFolderError(Exception):
+    """The output folder cannot be used as it is; the message says why and
+    what to do instead."""
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """How to run, as opposed to what to train (LabConfig): none of these
+    change the trajectory, so changing them never blocks a resume."""
+
+    folder: Path
+    config: LabConfig = field(default_factory=LabConfig)
+    save_every: int = 20
+    keep: int = 3
+    time_budget: float | None = None
+    stop_after: int | None = None
+    quiet: bool = True
+
+
+@dataclass(frozen=True)
+class Outcome:
+    reason: StopReason
+    step: int
+    resumed_at: int | None  # the update the run resumed from, if it did
+    folder: Path
+
+    @property
+    def preempted(self) -> bool:
+        """Stopped early on purpose: `last` is saved; rerunning resumes."""
+        return self.reason in PREEMPTED
+
+
+def writable_folder(path: Path) -> Path:
+    """Create `path` if needed and prove it is writable, before any work is
+    done."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as err:
+        reason = err.strerror or str(err)
+        raise RunFolderError(
+            f"cannot write to output folder {path}: {reason}; "
+            "choose another --output-dir"
+        ) from None
+    return path
+
+
+def has_last(folder: Path) -> bool:
+    last = folder / LAST
+    return last.is_symlink() or last.exists()
+
+
+# --8<-- [start:train_in_folder]
+def train_in_folder(
+    options: TrainOptions,
+    *,
+    extra_callbacks: list[Callback] | None = None,
+    log: Callable[[str], None] = lambda line: None,
+) -> Outcome:
+    """Resume from `folder/last` if there is one, else start; train until
+    done or stopped; a finished run also writes final.pt and history.json."""
+    folder = writable_folder(options.folder)
+    resuming = has_last(folder)
+    if not resuming and (folder / FINAL).exists():
+        raise RunFolderError(
+            f"{folder / FINAL} exists but {folder / LAST} does not; "
+            "choose a new --output-dir"
+        )
+    trainer = build_trainer(
+        options.config,
+        init_seed=options.config.seed,
+        callbacks=[*callbacks_for(options), *(extra_callbacks or [])],
+    )
+    resumed_at = None
+    if resuming:
+        resumed_at = resume_logged(trainer, folder / LAST, log)
+    reason = trainer.fit(options.config.steps)
+    if reason not in PREEMPTED:
+        write_final(trainer, folder)
+    return Outcome(reason, trainer.step, resumed_at, folder)
+
+
+# --8<-- [end:train_in_folder]
+
+
+def callbacks_for(options: TrainOptions) -> list[Callback]:
+    progress = Progress("train", options.config.steps, quiet=options.quiet)
+    saver = Checkpoint(
+        options.folder,
+        every=options.save_every,
+        keep=options.keep,
+        log=progress.line,
+    )
+    callbacks: list[Callback] = [saver]
+    if options.time_budget is not None:
+        callbacks.append(TimeBudget(options.time_budget))
+    if options.stop_after is not None:
+        callbacks.append(StopAfter(options.stop_after))
+    return [*callbacks, progress]
+
+
+def resume_logged(
+    trainer: Trainer, last: Path, log: Callable[[str], None]
+) -> int:
+    """resume() (verified, configuration checked, RNG last), saying so."""
+    manifest = resume(trainer, last)
+    log(
+        f"[train] resumed from {last} -> {locate(last).name} "
+        f"at update {trainer.step}"
+    )
+    if manifest.get("threads") != torch.get_num_threads():
+        log(
+            "[train] warning: saved with "
+            f"{manifest.get('threads')} threads, running with "
+            f"{torch.get_num_threads()}; results may agree only to "
+            "round-off, not bitwise"
+        )
+    return trainer.step
