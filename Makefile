@@ -46,10 +46,10 @@ test-all: test
 lab: setup
 	$(BIN)/python -m resume_lab demo --output-dir build/lab
 
-# Measured results land in docs/assets/bench/ (with machine, versions and date); the site shows them.
+# Every measurement in bench/ (python -m bench); the numbers land in docs/assets/bench/ with
+# the machine, versions and date, and the site words them when it is built.
 bench: setup
-	$(BIN)/python bench/serialization.py
-	$(BIN)/python bench/performance.py
+	$(BIN)/python -m bench
 
 clean:
 	rm -rf site build

@@ -1,4 +1,4 @@
-"""Raw hash throughput of the algorithms the lab accepts, at one size.
+"""Raw hash throughput of the algorithms the lab accepts, at each save size of the plan.
 
 In memory: the state's tensor bytes, fed to the hasher as they are (what HashingWriter's helper
 thread does with each write). From the file: the lab's own streaming digest (`file_digest`, one
@@ -8,8 +8,7 @@ BLAKE3 is also timed with its own threads (`max_threads=AUTO`) for context; the 
 
 from __future__ import annotations
 
-import statistics
-import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,22 +18,18 @@ import torch
 
 from resume_lab.hashing import HASHES, file_digest, new_hasher
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import side_by_side
-from verdicts import compare
+from .common import medians, side_by_side
+from .plan import Plan
+from .save_speed import make_state
 
-GB = 10**9
 THREADED = "memory_blake3_threads"
 
 
-def tensor_bytes(state: dict[str, Any]) -> list[Any]:
-    return [t.view(torch.uint8).numpy() for t in state["model"].values()]
-
-
-def measure(state: dict[str, Any], file: Path, repeats: int) -> dict[str, Any]:
-    buffers = tensor_bytes(state)
-    memory_bytes = sum(b.nbytes for b in buffers)
-    file_bytes = file.stat().st_size
+def measure_size(total: int, repeats: int, folder: Path) -> dict[str, Any]:
+    state = make_state(total)
+    file = folder / "state.pt"
+    torch.save(state, file)
+    buffers = [t.view(torch.uint8).numpy() for t in state["model"].values()]
 
     def in_memory(make: Callable[[], Any]) -> Callable[[], str]:
         def run() -> str:
@@ -51,16 +46,18 @@ def measure(state: dict[str, Any], file: Path, repeats: int) -> dict[str, Any]:
         variants[f"file_{algorithm}"] = lambda a=algorithm: file_digest(file, a)
     variants[THREADED] = in_memory(lambda: blake3.blake3(max_threads=blake3.blake3.AUTO))
     runs = side_by_side(variants, repeats)
-    medians = {name: statistics.median(times) for name, times in runs.items()}
-    sizes = {name: file_bytes if name.startswith("file_") else memory_bytes for name in runs}
-    return {
-        "memory_bytes": memory_bytes,
-        "file_bytes": file_bytes,
-        "median_s": medians,
-        "gb_per_s": {name: sizes[name] / m / GB for name, m in medians.items()},
-        "compare": {
-            "memory": compare(runs, "memory_blake3", "memory_sha256"),
-            "file": compare(runs, "file_blake3", "file_sha256"),
-        },
+    result = {
+        "memory_bytes": sum(b.nbytes for b in buffers),
+        "file_bytes": file.stat().st_size,
+        "median_s": medians(runs),
         "runs_s": runs,
     }
+    file.unlink()
+    return result
+
+
+def measure(plan: Plan) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-hash-") as scratch:
+        return {
+            key: measure_size(total, plan.repeats, Path(scratch)) for key, total in plan.save_sizes
+        }

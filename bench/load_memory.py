@@ -8,7 +8,7 @@ fresh Python process (so each peak is that load's alone), which resets its high-
 - meta_mmap: verify(), a meta-device model, torch.load(mmap=True), load_state_dict(assign=True);
 - plain: a model built on the CPU, verify(), torch.load(), load_state_dict().
 
-    .venv/bin/python bench/load_memory.py CHECKPOINT HOW WIDTH LAYERS   # one worker, prints JSON
+    .venv/bin/python -m bench.load_memory CHECKPOINT HOW WIDTH LAYERS   # one worker, prints JSON
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,17 +31,13 @@ from torch import nn
 from resume_lab.checkpoint import STATE_FILE, load_checkpoint, save_checkpoint, verify
 from resume_lab.hashing import DEFAULT_HASH
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import side_by_side
-from verdicts import compare
+from .common import ROOT, side_by_side
+from .plan import Plan
 
-GB = 10**9
 LAB = "load_checkpoint"
-LOAD_PATHS = {
-    LAB: "the lab's load_checkpoint(): verify from the open file, then torch.load from it",
-    "meta_mmap": "verify(); meta-device model; torch.load(mmap=True); load_state_dict(assign=True)",
-    "plain": "model built on CPU; verify(); torch.load(); load_state_dict()",
-}
+# The lab's own load; verify + meta model + torch.load(mmap=True) + load_state_dict(assign=True);
+# a model built on the CPU + verify + torch.load + load_state_dict.
+LOAD_PATHS = (LAB, "meta_mmap", "plain")
 
 
 def build_big_model(width: int, layers: int) -> nn.Sequential:
@@ -63,9 +60,9 @@ def worker(checkpoint: str, how: str, width: int, layers: int) -> dict[str, Any]
     torch.set_num_threads(1)
     try:  # reset the peak (VmHWM) to the current RSS: Linux 4.0+
         Path("/proc/self/clear_refs").write_text("5")
-        peak_method = "VmHWM after clear_refs"
+        peak_reset = True
     except OSError:
-        peak_method = "VmHWM since start"
+        peak_reset = False  # VmHWM since the process started
     before = proc_status()
     start = time.perf_counter()
     if how == LAB:
@@ -100,7 +97,7 @@ def worker(checkpoint: str, how: str, width: int, layers: int) -> dict[str, Any]
         "rss_anon_extra_bytes": after["RssAnon"] - before["RssAnon"],
         "rss_file_extra_bytes": after["RssFile"] - before["RssFile"],
         "baseline_rss_bytes": before["VmRSS"],
-        "peak_method": peak_method,
+        "peak_reset": peak_reset,
         "tensors_sha256": digest.hexdigest(),
     }
 
@@ -112,22 +109,29 @@ def run_workers(
     order = list(LOAD_PATHS)
     jobs = [how for r in range(repeats) for how in (order if r % 2 == 0 else order[::-1])]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    module = [sys.executable, "-m", "bench.load_memory"]
     results: dict[str, list[dict[str, Any]]] = {how: [] for how in LOAD_PATHS}
     for how in jobs:
         if not fresh_process:
             results[how].append(worker(str(checkpoint), how, width, layers))
             continue
-        command = [sys.executable, __file__, str(checkpoint), how, str(width), str(layers)]
-        proc = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        command = [*module, str(checkpoint), how, str(width), str(layers)]
+        proc = subprocess.run(
+            command, capture_output=True, text=True, env=env, check=False, cwd=ROOT
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"load worker {how} failed:\n{proc.stderr}")
         results[how].append(json.loads(proc.stdout.splitlines()[-1]))
     return results
 
 
-def measure(
-    width: int, layers: int, load_repeats: int, verify_repeats: int, fresh: bool, folder: Path
-) -> dict[str, Any]:
+def measure(plan: Plan) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-load-") as scratch:
+        return measure_in(plan, Path(scratch))
+
+
+def measure_in(plan: Plan, folder: Path) -> dict[str, Any]:
+    width, layers = plan.model_width, plan.model_layers
     with torch.device("meta"):
         shapes = build_big_model(width, layers).state_dict()
     gen = torch.Generator().manual_seed(0)
@@ -142,41 +146,32 @@ def measure(
     del state
 
     file_bytes = (checkpoint / STATE_FILE).stat().st_size
-    verify_runs = side_by_side({"verify": lambda: verify(checkpoint)}, verify_repeats)["verify"]
-    workers = run_workers(checkpoint, width, layers, load_repeats, fresh)
+    verify_runs = side_by_side({"verify": lambda: verify(checkpoint)}, plan.repeats)["verify"]
+    workers = run_workers(checkpoint, width, layers, plan.load_repeats, plan.load_in_subprocess)
     shutil.rmtree(checkpoint)
     paths: dict[str, Any] = {}
+    numbers = (
+        "load_s",
+        "peak_extra_bytes",
+        "rss_anon_extra_bytes",
+        "rss_file_extra_bytes",
+        "baseline_rss_bytes",
+    )
     for how, runs in workers.items():
         assert all(r["tensors_sha256"] == expected.hexdigest() for r in runs), how
-        peak = statistics.median([r["peak_extra_bytes"] for r in runs])
-        paths[how] = {
-            "label": LOAD_PATHS[how],
-            "load_s": statistics.median([r["load_s"] for r in runs]),
-            "peak_extra_bytes": peak,
-            "peak_ratio": peak / model_bytes,
-            "peak_ratio_max": max(r["peak_extra_bytes"] for r in runs) / model_bytes,
-            "rss_anon_extra_bytes": statistics.median([r["rss_anon_extra_bytes"] for r in runs]),
-            "rss_file_extra_bytes": statistics.median([r["rss_file_extra_bytes"] for r in runs]),
-            "peak_method": runs[0]["peak_method"],
-            "runs": runs,
+        paths[how] = {name: statistics.median([r[name] for r in runs]) for name in numbers[:-1]} | {
+            "peak_reset": all(r["peak_reset"] for r in runs),
+            "runs": [{name: r[name] for name in numbers} for r in runs],
         }
-    peaks = {how: [float(r["peak_extra_bytes"]) for r in runs] for how, runs in workers.items()}
     return {
-        "model": f"{layers} × Linear({width}, {width})",
+        "model_width": width,
+        "model_layers": layers,
         "model_bytes": model_bytes,
         "file_bytes": file_bytes,
         "hash": DEFAULT_HASH,
-        "fresh_process_per_load": fresh,
-        "verify": {
-            "median_s": statistics.median(verify_runs),
-            "gb_per_s": file_bytes / statistics.median(verify_runs) / GB,
-            "runs_s": verify_runs,
-        },
+        "fresh_process_per_load": plan.load_in_subprocess,
+        "verify": {"median_s": statistics.median(verify_runs), "runs_s": verify_runs},
         "paths": paths,
-        "compare": {
-            "lab_vs_plain": compare(peaks, LAB, "plain"),
-            "meta_vs_plain": compare(peaks, "meta_mmap", "plain"),
-        },
     }
 
 

@@ -1,4 +1,4 @@
-"""The lab's durable save against the floor, at one size.
+"""The lab's durable save against the floor, at each size of the plan.
 
 The floor is the least a durable write can do: torch.save(path), then one fsync. The lab's save is
 `save_checkpoint({"state.pt": state}, folder, name)`: the state written through HashingWriter into
@@ -15,9 +15,9 @@ import hashlib
 import json
 import os
 import shutil
-import statistics
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +27,8 @@ import torch
 from resume_lab.checkpoint import MANIFEST, STATE_FILE, save_checkpoint
 from resume_lab.hashing import DEFAULT_HASH, HASHES, HashingWriter
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import side_by_side
-from verdicts import compare, spread
+from .common import medians, side_by_side
+from .plan import Plan
 
 FLOOR = "floor"
 INLINE = "inline"  # the default algorithm, helper thread off
@@ -76,21 +75,17 @@ def independent_digest(path: Path, algorithm: str) -> str:
         return hasher.hexdigest()
 
 
-def measure(
-    key: str,
-    label: str,
-    state: dict[str, Any],
-    repeats: int,
-    sync_before_save: bool,
-    folder: Path,
+def measure_size(
+    key: str, total: int, repeats: int, sync_before_save: bool, folder: Path
 ) -> dict[str, Any]:
-    floor_path = floor_file(folder, key)  # left for the hash measurement; remove() deletes it
+    state = make_state(total)
+    floor_path = folder / f"{key}-floor.pt"
 
     def floor() -> None:
         torch.save(state, floor_path)
         fsync_file(floor_path)
 
-    def lab(algorithm: str, name: str) -> Any:
+    def lab(algorithm: str, name: str) -> Callable[[], Path]:
         return lambda: save_checkpoint(
             {STATE_FILE: state}, folder, name, step=0, config={}, algorithm=algorithm
         )
@@ -124,38 +119,19 @@ def measure(
         assert entry["bytes"] == (checkpoint / STATE_FILE).stat().st_size
     floor()
     file_bytes = floor_path.stat().st_size
-
-    medians = {name: statistics.median(times) for name, times in runs.items()}
-    lab_default = save_variant(DEFAULT_HASH)
-    other = next(save_variant(a) for a in sorted(HASHES) if a != DEFAULT_HASH)
+    clean()
     return {
-        "label": label,
+        "state_bytes": total,
         "file_bytes": file_bytes,
         "default_hash": DEFAULT_HASH,
-        "median_s": medians,
-        "best_s": {name: min(times) for name, times in runs.items()},
-        "ratio": medians[lab_default] / medians[FLOOR],
-        "ratio_of": f"{lab_default} / {FLOOR}",
-        "ratios": {name: m / medians[FLOOR] for name, m in medians.items() if name != FLOOR},
-        "floor_spread": spread(runs[FLOOR]),
-        "compare": {
-            # the lab's save against the floor: is it slower beyond noise?
-            "lab_vs_floor": compare(runs, lab_default, FLOOR),
-            # hashing while writing: the two algorithms
-            "algorithms": compare(runs, save_variant("blake3"), save_variant("sha256")),
-            # the helper thread against hashing in line
-            "helper_vs_inline": compare(runs, lab_default, INLINE),
-            "default_vs_other": compare(runs, lab_default, other),
-        },
+        "median_s": medians(runs),
         "runs_s": runs,
     }
 
 
-def floor_file(folder: Path, key: str) -> Path:
-    return folder / f"{key}-floor.pt"
-
-
-def remove(folder: Path, key: str) -> None:
-    floor_file(folder, key).unlink(missing_ok=True)
-    for name in [f"{key}-{a}" for a in HASHES] + [f"{key}-{INLINE}"]:
-        shutil.rmtree(folder / name, ignore_errors=True)
+def measure(plan: Plan) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-save-") as scratch:
+        return {
+            key: measure_size(key, total, plan.save_repeats, plan.sync_before_save, Path(scratch))
+            for key, total in plan.save_sizes
+        }

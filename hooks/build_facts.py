@@ -1,12 +1,19 @@
-"""Put facts computed at build time into the pages.
+"""Put facts computed at build time into the pages: the one facts hook.
 
-A page never types a version or a printed result: it names one, and the build fills it in.
+A page never types a version or a printed result: it names one, `{{ PREFIX.REST }}`, and the
+build fills it in. Each source of facts registers its prefix (`@source("bench")`); this hook
+finds every placeholder on a page and asks the source its prefix names, so no second hook has to
+run first and the order of `hooks:` in mkdocs.yml does not matter.
 
-- `{{ version.torch }}`, `{{ verified_with }}`: what is installed.
+- `{{ version.torch }}`, `{{ verified_with }}`: what is installed (bench/provenance.py, the same
+  function the benchmarks and the fault campaign record their versions with).
 - `{{ output.NAME }}`: what `snippets/NAME.py` prints when run (the same file the page includes
   and the tests execute), run once per build in a temporary folder, seeded as the tests seed it.
-- `{{ bench.FILE.KEY.SUBKEY }}`: a value from `docs/assets/bench/FILE.json`, the results that
-  `make bench` last wrote (with the machine, versions and date they were measured on).
+- `{{ bench.FILE.KEY.SUBKEY }}`: from `docs/assets/bench/FILE.json`, the numbers `make bench`
+  last measured, seen through bench/views.py: the stored numbers plus what the page words from
+  them (tables, verdicts, sentences), computed now, so rewording needs no new measurement.
+- `{{ lab.KEY.SUBKEY }}`, `{{ lab.summary }}`: the lab's demo, run once per build
+  (hooks/lab_report.py, which also draws `assets/lab/curves.png`).
 - `{{ fence.ID.NAME }}`: the value of `NAME` after the fence marked `{.python #ID}` (on any page)
   has run, seeded as the tests seed it: a figure in the prose is the one its proof computed.
   A format spec may follow a colon: `{{ fence.clip-nonfinite.entries:, }}`. Integers are
@@ -20,14 +27,13 @@ An unknown name fails the build, so a typo cannot reach a reader.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import io
 import json
 import os
-import platform
 import random
 import re
 import runpy
+import sys
 import tempfile
 import textwrap
 from collections.abc import Callable
@@ -40,27 +46,80 @@ PLACEHOLDER = re.compile(
 )
 
 
-def package_version(name: str) -> Callable[[], str]:
-    return lambda: importlib.metadata.version(name)
+ROOT = Path(__file__).resolve().parent.parent
+# What the sources import: bench/ (provenance, the results' views), hooks/lab_report.py, and the
+# fence machinery in tests/support (fence_includes, fence_census, isolation), so a figure the
+# build computes is the one the fence computes under pytest. MkDocs restores sys.path after it
+# loads a hook, so the folders are added again before each page (on_page_markdown).
+IMPORTABLE = (ROOT, ROOT / "hooks", ROOT / "tests" / "support")
 
 
-FACTS: dict[str, Callable[[], str]] = {
-    "version.torch": lambda: __import__("torch").__version__,
-    "version.numpy": package_version("numpy"),
-    "version.safetensors": package_version("safetensors"),
-    "version.mkdocs_material": package_version("mkdocs-material"),
-    "version.python": platform.python_version,
-}
+def importable() -> None:
+    for folder in IMPORTABLE:
+        if str(folder) not in sys.path:
+            sys.path.append(str(folder))
 
 
-def verified_with() -> str:
+importable()
+import lab_report  # noqa: E402
+from bench import provenance  # noqa: E402
+
+# --- the registry: one source per prefix ---------------------------------------------------
+
+Source = Callable[[str, "str | None"], str]
+SOURCES: dict[str, Source] = {}
+
+
+def source(prefix: str) -> Callable[[Source], Source]:
+    """Register `fn(rest, format_spec) -> str` for `{{ PREFIX.REST }}` (or `{{ PREFIX }}`)."""
+
+    def register(fn: Source) -> Source:
+        if prefix in SOURCES:
+            raise ValueError(f"two sources of facts claim the prefix {prefix!r}")
+        SOURCES[prefix] = fn
+        return fn
+
+    return register
+
+
+def lookup(name: str, spec: str | None = None) -> str:
+    prefix, _, rest = name.partition(".")
+    if prefix not in SOURCES:
+        raise LookupError(f"unknown fact; known prefixes: {', '.join(sorted(SOURCES))}")
+    return SOURCES[prefix](rest, spec)
+
+
+# --- what is installed: {{ version.NAME }}, {{ verified_with }} ----------------------------
+
+
+def installed() -> dict[str, str]:
+    return provenance.versions("mkdocs-material")
+
+
+@source("version")
+def version_value(name: str, spec: str | None) -> str:
+    versions = installed()
+    package = name.replace("_", "-")
+    if package not in versions:
+        known = ", ".join(f"version.{v.replace('-', '_')}" for v in versions)
+        raise LookupError(f"unknown fact; known: {known}")
+    return versions[package]
+
+
+@source("verified_with")
+def verified_with(rest: str = "", spec: str | None = None) -> str:
+    if rest:
+        raise LookupError("unknown fact; verified_with takes no key")
+    v = installed()
     return (
-        f"torch {FACTS['version.torch']()}, numpy {FACTS['version.numpy']()}, "
-        f"safetensors {FACTS['version.safetensors']()}, Python {FACTS['version.python']()}"
+        f"torch {v['torch']}, numpy {v['numpy']}, safetensors {v['safetensors']}, "
+        f"Python {v['python']}"
     )
 
 
-FACTS["verified_with"] = verified_with
+@source("lab")
+def lab_value(path: str, spec: str | None) -> str:
+    return lab_report.value(path)
 
 
 # Every page says which versions its code blocks were executed on.
@@ -68,12 +127,12 @@ VERIFIED_FOOTER = (
     "\n\n---\n\n<small>Verified with {}: every code block on this page ran on these versions "
     "when the site was built and tested.</small>\n"
 )
-ROOT = Path(__file__).resolve().parent.parent
 SEED = 0  # the seed conftest.py gives every fence
 _outputs: dict[tuple[Path, float], str] = {}
 
 
-def snippet_output(name: str) -> str:
+@source("output")
+def snippet_output(name: str, spec: str | None = None) -> str:
     """What snippets/NAME.py prints, cached until the file changes (for `mkdocs serve`)."""
     path = ROOT / "snippets" / f"{name.replace('.', '/')}.py"
     if not path.is_file():
@@ -123,13 +182,16 @@ def run_isolated(run: Callable[[], object]) -> None:
         torch.set_default_dtype(dtype)
 
 
-def bench_value(dotted: str) -> str:
-    """A value from docs/assets/bench/FILE.json, by its dotted path."""
+@source("bench")
+def bench_value(dotted: str, spec: str | None = None) -> str:
+    """A value from docs/assets/bench/FILE.json, by its dotted path, through bench/views.py."""
+    from bench import views
+
     file, _, path = dotted.partition(".")
     results = ROOT / "docs" / "assets" / "bench" / f"{file}.json"
     if not results.is_file():
         raise LookupError(f"no results {results.relative_to(ROOT)}: run `make bench`")
-    value = json.loads(results.read_text("utf8"))
+    value = views.view(file, json.loads(results.read_text("utf8")))
     for key in path.split("."):
         if not isinstance(value, dict) or key not in value:
             raise LookupError(f"{results.relative_to(ROOT)} has no {path!r} (stuck at {key!r})")
@@ -189,6 +251,7 @@ def split_includes(page: Path, body: list[str]) -> list[tuple[str, str]]:
     return parts
 
 
+@source("fence")
 def fence_value(dotted: str, spec: str | None) -> str:
     fence_id, _, name = dotted.partition(".")
     page, parts = fence_source(fence_id)
@@ -322,7 +385,8 @@ def claims_pending() -> str:
     return f"Not yet in the ledger: {names}."
 
 
-def claims_value(name: str) -> str:
+@source("claims")
+def claims_value(name: str, spec: str | None = None) -> str:
     renderers = {
         "tables": claims_tables,
         "stated_list": claims_stated_list,
@@ -337,24 +401,16 @@ def claims_value(name: str) -> str:
     return str(counts[name])
 
 
-def lookup(name: str, spec: str | None = None) -> str:
-    if name.startswith("output."):
-        return snippet_output(name.removeprefix("output."))
-    if name.startswith("bench."):
-        return bench_value(name.removeprefix("bench."))
-    if name.startswith("fence."):
-        return fence_value(name.removeprefix("fence."), spec)
-    if name.startswith("claims."):
-        return claims_value(name.removeprefix("claims."))
-    if name not in FACTS:
-        known = ", ".join(
-            [*sorted(FACTS), "output.NAME", "bench.FILE.KEY", "fence.ID.NAME", "claims.NAME"]
-        )
-        raise LookupError(f"unknown fact; known: {known}")
-    return FACTS[name]()
+# --- the hook ----------------------------------------------------------------------------
+
+
+def on_files(files, config):
+    """Files the facts bring with them: the lab's loss curves."""
+    return lab_report.add_files(files, config)
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
+    importable()
     _rendering.update(page=page, files=files)
 
     def fill(match: re.Match) -> str:

@@ -1,4 +1,5 @@
-"""Run the resume lab when the site is built, and put its real results on the pages.
+"""The lab's facts: run the resume lab when the site is built, and put its real results on the
+pages. Not a hook of its own: hooks/build_facts.py registers it for the prefix `lab`.
 
 - `{{ lab.KEY.SUBKEY }}`: a value from the demo's report.json, e.g.
   `{{ lab.checkpoint_bytes.total }}`; integers are printed with thousands separators.
@@ -14,16 +15,13 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import re
 import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
-PLACEHOLDER = re.compile(r"\{\{\s*lab\.(?P<path>[a-z0-9_]+(?:\.[a-z0-9_]+)*)\s*\}\}")
 CURVES = "assets/lab/curves.png"
 
 
@@ -116,16 +114,6 @@ def value(path: str) -> str:
     return f"{found:,}"
 
 
-def on_files(files: Files, config) -> Files:
+def add_files(files: Files, config) -> Files:
     files.append(File.generated(config, CURVES, content=curves_png()))
     return files
-
-
-def on_page_markdown(markdown: str, page, config, files) -> str:
-    def fill(match: re.Match) -> str:
-        try:
-            return value(match["path"])
-        except Exception as err:
-            raise PluginError(f"{page.file.src_uri}: {match[0]}: {err}") from err
-
-    return PLACEHOLDER.sub(fill, markdown)
