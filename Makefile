@@ -34,6 +34,8 @@ build: setup
 lint: setup
 	$(BIN)/ruff check --no-cache code snippets tests hooks bench conftest.py
 	$(BIN)/ruff format --no-cache --check code snippets tests hooks bench conftest.py
+	$(BIN)/python tests/support/fence_lint.py
+	$(BIN)/mypy
 
 test: setup lint
 	$(BIN)/pytest

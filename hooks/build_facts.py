@@ -29,13 +29,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
-import random
 import re
 import runpy
 import sys
 import tempfile
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -127,7 +124,6 @@ VERIFIED_FOOTER = (
     "\n\n---\n\n<small>Verified with {}: every code block on this page ran on these versions "
     "when the site was built and tested.</small>\n"
 )
-SEED = 0  # the seed conftest.py gives every fence
 _outputs: dict[tuple[Path, float], str] = {}
 
 
@@ -155,31 +151,11 @@ def run_snippet(path: Path) -> str:
 
 
 def run_isolated(run: Callable[[], object]) -> None:
-    """Run seeded as conftest.py seeds a fence, in a scratch folder, and put global state back."""
-    import numpy as np
-    import torch
+    """Run as the tests run a fence: seeded, in a scratch folder, global state put back."""
+    from isolation import isolated  # imports torch: only when a page needs it
 
-    torch_rng, python_rng, numpy_rng = (
-        torch.get_rng_state(),
-        random.getstate(),
-        np.random.get_state(),
-    )
-    threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
-    cwd = os.getcwd()
-    torch.manual_seed(SEED)
-    random.seed(SEED)
-    np.random.seed(SEED)
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            os.chdir(scratch)
-            run()
-    finally:
-        os.chdir(cwd)
-        torch.set_rng_state(torch_rng)
-        random.setstate(python_rng)
-        np.random.set_state(numpy_rng)
-        torch.set_num_threads(threads)
-        torch.set_default_dtype(dtype)
+    with tempfile.TemporaryDirectory() as scratch, isolated(scratch):
+        run()
 
 
 @source("bench")
@@ -202,53 +178,22 @@ def bench_value(dotted: str, spec: str | None = None) -> str:
 # --- figures computed by a page's own proof: {{ fence.ID.NAME }} ---------------------------
 
 DOCS = ROOT / "docs"
-# An opening fence with an id in its brace form, e.g. ```{.python #clip-nonfinite}
-FENCE_WITH_ID = re.compile(
-    r"^(?P<indent>[ \t]*)(?P<mark>`{3,}|~{3,})\{[^}]*#(?P<id>[\w-]+)[^}]*\}\s*$"
-)
-INCLUDE = re.compile(r'^\s*--8<--\s+"(?P<target>[^"]+)"\s*$')
 _fence_globals: dict[tuple[str, tuple[float, ...]], dict] = {}
 
 
 def fence_source(fence_id: str) -> tuple[Path, list[tuple[str, str]]]:
-    """The page holding fence #ID and its code as (filename, source) parts, includes resolved."""
+    """The page holding fence {.python #ID} and its code as (filename, source) parts, each
+    included file under its own name, every part on its own line numbers (as the tests run it)."""
+    from fence_census import fences
+    from fence_includes import segments
+
     for page in sorted(DOCS.rglob("*.md")):
-        lines = page.read_text("utf8").splitlines()
-        for number, line in enumerate(lines):
-            opened = FENCE_WITH_ID.match(line)
-            if not opened or opened["id"] != fence_id:
-                continue
-            indent, mark = len(opened["indent"]), opened["mark"]
-            closing = re.compile(rf"^[ \t]*{re.escape(mark[0])}{{{len(mark)},}}\s*$")
-            end = next(i for i in range(number + 1, len(lines)) if closing.match(lines[i]))
-            body = [text[indent:] for text in lines[number + 1 : end]]
-            return page, split_includes(page, body)
+        for fence in fences(page.read_text("utf8")):
+            if fence.brace_form and f"#{fence_id}" in fence.options:
+                body = [text[len(fence.indent) :] for text in fence.body]
+                source = "\n" * fence.line + "\n".join(body)
+                return page, list(segments(source, str(page), ROOT))
     raise LookupError(f"no fence {{.python #{fence_id}}} on any page")
-
-
-def split_includes(page: Path, body: list[str]) -> list[tuple[str, str]]:
-    parts: list[tuple[str, str]] = []
-    pending: list[str] = []
-    for text in body:
-        included = INCLUDE.match(text)
-        if not included:
-            pending.append(text)
-            continue
-        if pending:
-            parts.append((str(page), "\n".join(pending)))
-            pending = []
-        name, _, section = included["target"].partition(":")
-        source = (ROOT / name).read_text("utf8")
-        if section:
-            start = re.search(rf"--8<--\s*\[start:{re.escape(section)}\].*\n", source)
-            end = re.search(rf".*--8<--\s*\[end:{re.escape(section)}\]", source)
-            if not start or not end:
-                raise LookupError(f"{name}: no section {section!r}")
-            source = textwrap.dedent(source[start.end() : end.start()])
-        parts.append((str(ROOT / name), source))
-    if pending:
-        parts.append((str(page), "\n".join(pending)))
-    return parts
 
 
 @source("fence")

@@ -14,15 +14,18 @@ import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import blake3
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from 3.12
 
 DEFAULT_HASH = "blake3"
 
 
 class Hasher(Protocol):
-    def update(self, data: bytes, /) -> Any: ...
+    def update(self, data: Buffer, /) -> Any: ...
     def hexdigest(self) -> str: ...
 
 

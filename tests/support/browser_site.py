@@ -15,6 +15,7 @@ import re
 import sys
 import threading
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -95,7 +96,9 @@ def has_math(page: NavPage) -> bool:
 WORD = re.compile(r"[a-z]{6,}")
 
 
-def distinctive_word(site: Path, page: NavPage, avoid: set[str] = frozenset()) -> str | None:
+def distinctive_word(
+    site: Path, page: NavPage, avoid: AbstractSet[str] = frozenset()
+) -> str | None:
     """The longest word of the page's search entries that no other page's entries contain."""
     index = json.loads((site / "search" / "search_index.json").read_text("utf8"))
     words: dict[str, set[str]] = {}

@@ -7,7 +7,6 @@ import contextlib
 import io
 import os
 import pickle
-import random
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from isolation import isolated
 
 from resume_lab import state_keys as keys
 from resume_lab.checkpoint import MANIFEST, TEMP_PREFIX, CheckpointError, load_checkpoint, verify
@@ -27,15 +27,9 @@ from resume_lab.run_folder import BEST, LAST, POINTERS, STEP_NAME, clean_start, 
 @contextlib.contextmanager
 def global_state_kept() -> Iterator[None]:
     """For fixtures wider than one test (the root conftest restores per test): leave the
-    thread count and the three global RNGs as they were found."""
-    saved = torch.get_num_threads(), torch.get_rng_state(), random.getstate(), np.random.get_state()
-    try:
+    global state (RNGs, threads, dtype, deterministic mode, ...) as it was found, unseeded."""
+    with isolated(seed=None):
         yield
-    finally:
-        torch.set_num_threads(saved[0])
-        torch.set_rng_state(saved[1])
-        random.setstate(saved[2])
-        np.random.set_state(saved[3])
 
 
 def trainer_state(trainer: Any) -> dict[str, Any]:
