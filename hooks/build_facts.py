@@ -35,6 +35,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from mkdocs.exceptions import PluginError
 
@@ -67,10 +68,13 @@ Source = Callable[[str, "str | None"], str]
 SOURCES: dict[str, Source] = {}
 
 
-def source(prefix: str) -> Callable[[Source], Source]:
+SourceT = TypeVar("SourceT", bound=Source)
+
+
+def source(prefix: str) -> Callable[[SourceT], SourceT]:
     """Register `fn(rest, format_spec) -> str` for `{{ PREFIX.REST }}` (or `{{ PREFIX }}`)."""
 
-    def register(fn: Source) -> Source:
+    def register(fn: SourceT) -> SourceT:
         if prefix in SOURCES:
             raise ValueError(f"two sources of facts claim the prefix {prefix!r}")
         SOURCES[prefix] = fn

@@ -62,7 +62,8 @@ def write_synced(
     computed on the way to the disk."""
     with open(path, "xb") as f, HashingWriter(f, algorithm) as writer:
         try:
-            torch.save(obj, writer)
+            # torch.save needs only write() and flush()
+            torch.save(obj, writer)  # type: ignore[arg-type]
         except RuntimeError:
             # torch.save reports a failed write as "unexpected pos ..."
             if writer.error is None:

@@ -115,6 +115,9 @@ class Trainer:
             self.scheduler.step()  # once per update, never per micro-batch
             self.optimizer.zero_grad(set_to_none=True)
             self._advance(micro_batches=len(window), examples=window_examples)
+            assert (
+                loss_sum is not None
+            )  # a window holds one micro-batch or more
             self._log(
                 loss_sum, grad_norm, lr, step_time=time.perf_counter() - started
             )

@@ -14,6 +14,7 @@ from resume_lab.events import (
     STOP_AFTER,
     TIME_BUDGET,
     Callback,
+    StopReason,
 )
 from resume_lab.loop import Trainer
 
@@ -74,7 +75,7 @@ class Progress(Callback):
             f"val_accuracy {metrics['val_accuracy']:.4f}"
         )
 
-    def on_fit_end(self, trainer: Trainer, reason: str) -> None:
+    def on_fit_end(self, trainer: Trainer, reason: StopReason) -> None:
         if reason == COMPLETED and trainer.step < self.total:
             # fit() was asked to stop here
             self.line(f"paused at update {trainer.step}")

@@ -33,7 +33,7 @@ def capture_rng() -> dict[str, Any]:
         },
         "numpy": {
             "kind": np_kind,
-            "key": torch.from_numpy(np_key.astype(np.int64)),
+            "key": torch.from_numpy(np.asarray(np_key, dtype=np.int64)),
             "pos": int(np_pos),
             "has_gauss": int(np_has_gauss),
             "cached_gaussian": float(np_gauss),

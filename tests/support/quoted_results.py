@@ -14,7 +14,11 @@ def quoted_paths(page: Path, results_file: str) -> list[str]:
 
 
 def unresolved(page: Path, results_file: str, results: dict[str, Any]) -> list[str]:
-    """Quoted paths that the results do not hold as a plain value (a page would show nonsense)."""
+    """Quoted paths that the page's view of the results (what the build reads: the stored
+    numbers and what bench/views.py derives from them) does not hold as a plain value."""
+    from bench.views import view
+
+    results = view(results_file, results)
     missing = []
     for path in quoted_paths(page, results_file):
         value: Any = results

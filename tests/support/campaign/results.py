@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import datetime
 import json
 import os
-import platform
-import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
-import resume_lab
+from bench import provenance as shared_provenance
 from resume_lab.atomic import atomic_write_bytes
 
 # The minimum counts for a full run; the committed results and the pages check them.
@@ -23,36 +16,13 @@ MINIMUMS = {"kills": 200, "flips": 1000, "sigterms": 10}
 RESULTS_ENV = "CAMPAIGN_RESULTS"
 # Resolved now, at collection: every test runs with its working directory in a temporary folder.
 RESULTS = Path(os.environ[RESULTS_ENV]).resolve() if os.environ.get(RESULTS_ENV) else None
-STARTED = time.monotonic()
-RUN = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") + f"-{os.getpid()}"
-
-
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
+# One place computes provenance for the benchmarks, the build and the campaign.
+STARTED = shared_provenance.start(None, "resume_lab")
+RUN = STARTED["started"] + f"-{os.getpid()}"
 
 
 def provenance() -> dict[str, Any]:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    versions = {
-        "torch": str(torch.__version__),
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "resume_lab": resume_lab.__version__,
-    }
-    machine = f"{cpu_model()}, {cores} cores, {platform.system()} {platform.release()}"
-    return {
-        "run": RUN,
-        "date": RUN[:10],
-        "versions": versions,
-        "machine": machine,
-        "summary": f"torch {versions['torch']}, NumPy {versions['numpy']}, "
-        f"Python {versions['python']} on {machine}",
-        "seconds": round(time.monotonic() - STARTED, 1),
-    }
+    return shared_provenance.finish(STARTED, run=RUN)
 
 
 def record(section: str, **figures: Any) -> None:
