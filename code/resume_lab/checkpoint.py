@@ -122,6 +122,19 @@ def locate(path: str | os.PathLike[str]) -> Path:
             return locate(last)  # a run folder
     if not path.exists():
         raise CheckpointError(f"{path}: no such checkpoint")
+    if path.is_file() and (path.parent / MANIFEST).is_file():
+        return path.parent.resolve()  # a file of a checkpoint: all of it
+    takes = (
+        "verify takes a run folder, a pointer such as last, a checkpoint "
+        "directory, or a .pt file with its .json manifest beside it"
+    )
+    if path.is_file() and path.suffix != ".pt":
+        raise CheckpointError(f"{path}: not a checkpoint; {takes}")
+    if path.is_file() and not manifest_of(path).exists():
+        raise CheckpointError(
+            f"{path}: no {manifest_of(path).name} beside it, so nothing "
+            f"vouches for it; {takes}"
+        )
     return path.resolve()
 
 

@@ -187,6 +187,11 @@ def test_verify_reports_and_rejects(tmp_path: Path, capsys):
         assert "5,508 parameters" in out and "step 12" in out
     code, out, _ = run(["verify", str(folder / "final.pt")], capsys)
     assert code == EXIT_OK and "a flat state_dict: 6 tensors, 5,508 values" in out
+    code, out, _ = run(["verify", str(folder / "last" / "state.pt")], capsys)
+    assert code == EXIT_OK and "step-000012/: 1 file" in out  # the whole checkpoint
+    code, _, err = run(["verify", str(folder / "history.jsonl")], capsys)
+    assert code == EXIT_REJECTED
+    assert_one_line_error(err, "history.jsonl: not a checkpoint", "run folder")
 
     state = folder / "step-000012" / "state.pt"
     state.write_bytes(state.read_bytes()[:-10])  # truncated
@@ -196,7 +201,7 @@ def test_verify_reports_and_rejects(tmp_path: Path, capsys):
     (folder / "final.json").unlink()
     code, _, err = run(["verify", str(folder / "final.pt")], capsys)
     assert code == EXIT_REJECTED
-    assert_one_line_error(err, "final.json: missing")
+    assert_one_line_error(err, "final.pt: no final.json beside it")
     (folder / "step-000012" / "manifest.json").unlink()
     code, _, err = run(["verify", str(folder)], capsys)
     assert code == EXIT_REJECTED

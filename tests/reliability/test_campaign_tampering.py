@@ -181,7 +181,8 @@ def test_a_flip_at_every_seventh_bit_of_the_manifest_is_refused(tmp_path: Path):
     checkpoint, _, good, _ = saved_checkpoint(tmp_path / "run")
     for bit in range(0, 8 * len(good), 7):
         (checkpoint / MANIFEST).write_bytes(flip_bit(good, bit))
-        refused_before_unpickling(checkpoint)
+        message = refused_before_unpickling(checkpoint)
+        assert message.startswith(str(checkpoint / MANIFEST)), (bit, message)
 
 
 def test_a_file_entry_without_its_size_is_refused_in_one_line(tmp_path: Path):
