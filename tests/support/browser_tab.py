@@ -123,7 +123,8 @@ class Tab:
 
     @classmethod
     def open_in(cls, browser: Browser, base: str, **context_options: Any) -> Tab:
-        context = browser.new_context(color_scheme="light", **context_options)
+        # Light unless asked otherwise: the theme follows the browser's colour scheme.
+        context = browser.new_context(**{"color_scheme": "light", **context_options})
         context.set_default_timeout(10_000)
         tab = cls(context.new_page(), base)
         context.route(FOREIGN, tab._block)
@@ -227,7 +228,7 @@ class Tab:
         if visible:
             self.page.evaluate("navigator.clipboard.writeText('')")
             visible[0].click()
-            target = visible[0].get_attribute("data-clipboard-target")
+            target = visible[0].get_attribute("data-clipboard-target") or ""
             shown = self.page.eval_on_selector(target, "code => code.textContent")
             found.append({"shown": shown, "copied": self.read_clipboard(), "clicked": True})
         return found + self.page.evaluate(COPY_EVERY_BLOCK, COPY_BUTTONS)
