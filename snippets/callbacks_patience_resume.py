@@ -31,7 +31,8 @@ kill_at = a.step - config.eval_every
 b = build_trainer(config, init_seed=config.seed)
 b.fit(kill_at)
 saved = stopper(b).state_dict()
-assert saved["bad"] == config.patience - 1 and saved["best_step"] == best_step
+bad_at_kill = saved["bad"]  # evaluations without improvement so far
+assert bad_at_kill == config.patience - 1 and saved["best_step"] == best_step
 save_training(b, "run")  # run/step-NNNNNN, named by run/last
 del b
 

@@ -14,6 +14,7 @@ data = make_blobs(data_seed=0)
 x, y = data.x_train[:410], data.y_train[:410]  # 410 = 200 + 200 + a tail of 10
 sizes = [len(yb) for yb in y.split(EVAL_BATCH)]
 assert sizes == [200, 200, 10]
+full, tail = sizes[0], sizes[-1]  # examples in a full and in the last batch
 
 # Right: sums over counts, as the lab's evaluate() does.
 metrics = evaluate(model, x, y)

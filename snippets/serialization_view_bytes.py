@@ -7,8 +7,10 @@ import torch
 
 big = torch.zeros(100_000)  # float32: 400,000 bytes of storage
 view, copy = big[:2], big[:2].clone()
-assert view.untyped_storage().nbytes() == 400_000
-assert copy.untyped_storage().nbytes() == 8
+view_storage = view.untyped_storage().nbytes()
+clone_storage = copy.untyped_storage().nbytes()
+assert view_storage == 400_000
+assert clone_storage == 8
 
 # The archive's folder is named after the file, so the names change the sizes
 # by a few bytes: these are the names the 2.8 text used.

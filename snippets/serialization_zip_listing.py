@@ -50,10 +50,11 @@ assert set(entries) == {
     "version",
     ".data/serialization_id",
 }
-assert entries[".format_version"] == b"1"
-assert entries[".storage_alignment"] == b"64"
+format_version = entries[".format_version"].decode()
+alignment = entries[".storage_alignment"].decode()
+version = entries["version"].strip().decode()
+assert (version, format_version, alignment) == ("3", "1", "64")
 assert entries["byteorder"].decode() == sys.byteorder == "little"
-assert entries["version"].strip() == b"3"
 assert entries[".data/serialization_id"].isdigit()
 
 # Stored, not compressed: every entry's bytes appear verbatim in the file.
@@ -65,7 +66,7 @@ for info in infos:
 # Each storage payload starts on a 64-byte boundary and is the tensor's raw
 # bytes.
 storages = [info for info in infos if "/data/" in info.filename]
-assert all(payload_start(info) % 64 == 0 for info in storages)
+assert all(payload_start(info) % int(alignment) == 0 for info in storages)
 assert entries["data/0"] == model.weight.detach().numpy().tobytes()
 assert entries["data/1"] == model.bias.detach().numpy().tobytes()
 

@@ -92,6 +92,8 @@ sizes = [
     for w in windows(epoch)
 ]
 assert sizes == [32, 32, 24] * EPOCHS
+full, short = sizes[0], sizes[-1]  # examples in a full and in a short window
+short_micro = short // MICRO  # micro-batches in the short window
 assert [r["examples"] for r in log] == list(itertools.accumulate(sizes))
 # The logged rate is the one each update used: warmup, then cosine; the
 # schedule ends at TOTAL.

@@ -50,7 +50,8 @@ for seen in small:
     assert small[seen][0] == 4 * large[seen][0]
 # "Step 16" names two different amounts of training: 256 examples in one run,
 # 1,024 in the other.
-assert small[256][0] == large[1024][0] == 16
+same_step = large[1024][0]
+assert small[256][0] == same_step == 16
 # Compared at step 16, the large batch looks better; it has simply seen 4 x the
 # data.
 assert large[1024][1] < small[256][1]

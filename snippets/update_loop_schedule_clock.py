@@ -64,6 +64,7 @@ assert (
 )
 first_zero = wrong.index(0.0)
 assert first_zero == UPDATES // K - 1 and set(wrong[first_zero:]) == {0.0}
+zero_from = first_zero + 1  # numbering the updates from 1, as the table does
 # The only hint: sched.step() ran before the first opt.step(), and PyTorch
 # warns about the order.
 assert (

@@ -47,10 +47,9 @@ for opt in ("AdamW", "SGD"):
 # Fresh AdamW, zero gradient: Adam's own update is 0 / (0 + eps) = 0, but
 # decoupled weight decay still multiplies the weight by 1 - lr * wd = 0.99
 # (in float32), and state appears.
-assert results[("AdamW", False, "zero")] == (
-    torch.tensor(0.99).item(),
-    ["exp_avg", "exp_avg_sq", "step"],
-)
+adamw_fresh_zero, adamw_fresh_state = results[("AdamW", False, "zero")]
+assert adamw_fresh_zero == torch.tensor(0.99).item()
+assert adamw_fresh_state == ["exp_avg", "exp_avg_sq", "step"]
 # Fresh SGD with momentum and no weight decay, zero gradient: nothing to move
 # it.
 assert results[("SGD", False, "zero")][0] == 1.0
@@ -58,9 +57,8 @@ assert results[("SGD", False, "zero")][0] == 1.0
 # After one real step: 1.0 -> 0.99 (decay) -> 0.89 (Adam's first step is
 # lr * sign(grad)).
 after_real_step = torch.tensor(0.99).item() - 0.1
-assert math.isclose(
-    results[("AdamW", True, "none")][0], after_real_step, rel_tol=1e-6
-)
+adamw_one_step = results[("AdamW", True, "none")][0]
+assert math.isclose(adamw_one_step, after_real_step, rel_tol=1e-6)
 # A zero gradient still moves it: decay again, plus the bias-corrected first
 # moment m / sqrt(v).
 b1, b2, eps = 0.9, 0.999, 1e-8
@@ -74,13 +72,15 @@ assert math.isclose(adamw_zero, expected, rel_tol=1e-6)
 assert round(adamw_zero, 6) == 0.814094
 # Adam counts its steps per parameter: a skipped parameter's count does not
 # advance.
-assert (
-    steps[("AdamW", True, "none")] == 1 and steps[("AdamW", True, "zero")] == 2
-)
+skipped_steps = steps[("AdamW", True, "none")]
+zero_steps = steps[("AdamW", True, "zero")]
+assert skipped_steps == 1 and zero_steps == 2
 # SGD with momentum: the buffer (0.9 x 1.0) keeps pushing:
 # 0.9 -> 0.9 - 0.1 x 0.9 = 0.81.
-assert math.isclose(results[("SGD", True, "none")][0], 0.9, rel_tol=1e-6)
-assert math.isclose(results[("SGD", True, "zero")][0], 0.81, rel_tol=1e-6)
+sgd_one_step = results[("SGD", True, "none")][0]
+sgd_zero = results[("SGD", True, "zero")][0]
+assert math.isclose(sgd_one_step, 0.9, rel_tol=1e-6)
+assert math.isclose(sgd_zero, 0.81, rel_tol=1e-6)
 
 print(
     f"{'optimizer':<10}{'before':<20}{'this step':<14}{'weight after':<14}state"
