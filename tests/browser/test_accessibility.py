@@ -33,6 +33,9 @@ VIEWPORT = {"width": 1280, "height": 900}
 # A page with a scrolling table, code blocks, links in text and in a table, heading anchors.
 WALKED = "safetensors.html"
 SHOWN = "document.body.dataset.mdColorScheme"
+# The search answers keys once its index is loaded ("Initializing search" until then).
+SEARCH_READY = """() => !/^Initializing/.test(
+  document.querySelector(".md-search-result__meta").textContent.trim())"""
 SETTLED = """() => Promise.race([
   Promise.all(document.getAnimations().map((a) => a.finished.catch(() => null))),
   new Promise((resolve) => setTimeout(resolve, 1000)),
@@ -48,15 +51,26 @@ def _tabs(browser, base: str, names, **options) -> Iterator[dict[str, Tab]]:
 
 @pytest.fixture(scope="module")
 def audit_tabs(browser, subpath_url: str) -> Iterator[dict[str, Tab]]:
-    yield from _tabs(browser, subpath_url, ["first", "second"])
+    """Two tabs that load axe-core into every page they open (a little cheaper than adding it
+    to each page after it has loaded)."""
+    for tabs in _tabs(browser, subpath_url, ["first", "second"]):
+        for tab in tabs.values():
+            tab.page.context.add_init_script(script=browser_axe.source())
+        yield tabs
 
 
 def _scheme(tab: Tab) -> str:
     return NAMED[tab.page.evaluate(SHOWN)]
 
 
+# The audit needs the page as it ends up, not its transitions: with none, a switch of scheme
+# is drawn at once.
+STILL = "*, *::before, *::after { transition: none !important; animation: none !important }"
+
+
 def _toggle(tab: Tab) -> None:
     """Switch the scheme as a reader does, with the toggle in the header; wait till it shows."""
+    tab.page.add_style_tag(content=STILL)
     before = tab.page.evaluate(SHOWN)
     tab.page.locator('[data-md-component="palette"] label:visible').click()
     tab.page.wait_for_function(f"{SHOWN} !== {before!r}")
@@ -160,6 +174,17 @@ def test_tab_walks_the_page_and_focus_is_always_visible(keyboard: dict[str, Tab]
     assert "md-search__input" in reached, "the search box is not reached"
 
 
+def test_the_walk_would_catch_a_missing_or_faint_focus_ring(keyboard: dict[str, Tab]):
+    tab = keyboard["light"]
+    tab.open(WALKED)
+    tab.page.keyboard.press("Tab")
+    tab.page.keyboard.press("Tab")  # the site's name, a link in the header
+    tab.page.add_style_tag(content="*:focus-visible { outline: none !important }")
+    assert "no focus ring" in (problem(tab.page.evaluate(FOCUS)) or "")
+    tab.page.add_style_tag(content="*:focus-visible { outline: 2px solid #bf360c !important }")
+    assert "against its background" in (problem(tab.page.evaluate(FOCUS)) or "")
+
+
 def test_the_skip_link_jumps_to_the_content(keyboard: dict[str, Tab]):
     tab = keyboard["light"]
     tab.open(WALKED)
@@ -180,8 +205,12 @@ def test_search_opens_and_closes_with_the_keyboard(keyboard: dict[str, Tab]):
     page = tab.page
     tab.open(WALKED)
     is_open = "document.getElementById('__search').checked"
+    page.wait_for_function(SEARCH_READY)
     page.keyboard.press("/")
-    assert page.evaluate(is_open), "/ does not open the search"
+    try:
+        page.wait_for_function(is_open, timeout=3000)
+    except PlaywrightTimeout:
+        pytest.fail("/ does not open the search")
     assert page.evaluate("document.activeElement.matches('.md-search__input')")
     page.keyboard.type("weights_only")
     page.wait_for_selector(".md-search-result__link")
@@ -208,6 +237,7 @@ def test_the_open_search_breaks_no_axe_core_rule(keyboard: dict[str, Tab], schem
     """The search dialog with its results, which the page audit never sees open."""
     page = keyboard[scheme].page
     keyboard[scheme].open(WALKED)
+    page.wait_for_function(SEARCH_READY)
     page.keyboard.press("/")
     page.keyboard.type("weights_only")
     page.wait_for_selector(".md-search-result__link")

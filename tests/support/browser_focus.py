@@ -2,7 +2,7 @@
 
 `FOCUS` describes the focused element once its transitions have ended (the skip link and the
 heading anchors fade in when focused): whether it is drawn, and its focus ring — the outline,
-its width, and its contrast with what is behind it (WCAG's 3:1 for a focus indicator).
+its width, and its contrast with what is drawn under it (WCAG's 3:1 for a focus indicator).
 A visually hidden radio button (the light/dark toggle) shows its focus on the label drawn
 beside it.
 """
@@ -10,6 +10,8 @@ beside it.
 from __future__ import annotations
 
 FOCUS = """async () => {
+  // What focus sets off (the search opening, say) starts within a frame or two.
+  await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
   const element = document.activeElement;
   if (!element || element === document.body || element === document.documentElement) {
     return {left: true};
@@ -58,7 +60,18 @@ FOCUS = """async () => {
   const rect = shown.getBoundingClientRect();
   const ring = rgba(style.outlineColor);
   const offset = parseFloat(style.outlineOffset) || 0;
-  const background = behind(offset < 0 ? shown : shown.parentElement);
+  // An inner ring lies on the element; an outer one on whatever is drawn just beside it
+  // (the skip link, say, appears over the header, not over its parent).
+  let under = shown;
+  if (offset >= 0) {
+    const x = rect.left - offset - parseFloat(style.outlineWidth) / 2;
+    const y = rect.top + rect.height / 2;
+    const beside = x >= 0 && y >= 0 && y < innerHeight
+      ? document.elementsFromPoint(x, y).find((e) => e !== shown && !shown.contains(e))
+      : null;
+    under = beside || shown.parentElement;
+  }
+  const background = behind(under);
   const [light, dark] = [luminance(ring), luminance(background)].sort((a, b) => b - a);
   const name = (element.getAttribute("aria-label") || element.title || element.textContent || "")
     .trim().replace(/\\s+/g, " ").slice(0, 40);
