@@ -55,7 +55,8 @@ FILL_IN = (
 
 @cache
 def ledger() -> dict:
-    return yaml.safe_load(LEDGER.read_text("utf8"))
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed
+    return yaml.load(LEDGER.read_text("utf8"), Loader=loader)  # noqa: S506
 
 
 def entries() -> list[dict]:
