@@ -244,7 +244,7 @@ def ledger() -> dict:
     if key not in _ledger_cache:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ten times faster
         _ledger_cache.clear()
-        _ledger_cache[key] = yaml.load(LEDGER.read_text("utf8"), Loader=loader)  # noqa: S506
+        _ledger_cache[key] = yaml.load(LEDGER.read_text("utf8"), Loader=loader)
     return _ledger_cache[key]
 
 

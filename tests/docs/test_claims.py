@@ -56,7 +56,7 @@ FILL_IN = (
 @cache
 def ledger() -> dict:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed
-    return yaml.load(LEDGER.read_text("utf8"), Loader=loader)  # noqa: S506
+    return yaml.load(LEDGER.read_text("utf8"), Loader=loader)
 
 
 def entries() -> list[dict]:
