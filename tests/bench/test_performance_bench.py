@@ -55,7 +55,8 @@ def only_numbers(value: Any, where: str = "") -> list[str]:
     found = []
     if isinstance(value, dict):
         for key, inner in value.items():
-            assert re.fullmatch(r"[a-z0-9_]+", key), f"{where}.{key}"
+            # a key is a name, or a folder's path (suite time by folder: tests/lab)
+            assert re.fullmatch(r"[a-z0-9_]+(/[a-z0-9_]+)*", key), f"{where}.{key}"
             found += only_numbers(inner, f"{where}.{key}".lstrip("."))
     elif isinstance(value, list):
         for i, inner in enumerate(value):
