@@ -25,7 +25,6 @@ from resume_lab.atomic import (
 )
 from resume_lab.hashing import (
     DEFAULT_HASH,
-    new_hasher,
     stream_digest,
 )
 from resume_lab.manifest import (
@@ -286,9 +285,3 @@ def save_file_checkpoint(
     )
     atomic_write_bytes(manifest_of(path), manifest_text(manifest))
     return manifest
-
-
-def digest_bytes(data: bytes, algorithm: str = DEFAULT_HASH) -> str:
-    hasher = new_hasher(algorithm)
-    hasher.update(data)
-    return hasher.hexdigest()

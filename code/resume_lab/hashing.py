@@ -173,3 +173,9 @@ class HashingWriter:
 
     def digest(self) -> FileDigest:
         return FileDigest(self._bytes, self._hasher.hexdigest())
+
+
+def digest_bytes(data: bytes, algorithm: str = DEFAULT_HASH) -> str:
+    hasher = new_hasher(algorithm)
+    hasher.update(data)
+    return hasher.hexdigest()

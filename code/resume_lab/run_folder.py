@@ -127,8 +127,3 @@ def rotate(folder: Path, keep: int) -> list[Path]:
 
 
 # --8<-- [end:rotate]
-
-
-def require_folder(folder: Path) -> None:
-    if not folder.is_dir():
-        raise SaveError(folder, FileNotFoundError(2, "no such folder"))

@@ -39,12 +39,11 @@ from resume_lab.checkpoint import (
     MANIFEST,
     STATE_FILE,
     CheckpointError,
-    digest_bytes,
     load_checkpoint,
     verify,
 )
 from resume_lab.cli import EXIT_REJECTED, main
-from resume_lab.hashing import DEFAULT_HASH
+from resume_lab.hashing import DEFAULT_HASH, digest_bytes
 from resume_lab.history_log import HISTORY_LOG
 from resume_lab.manifest import SEAL, seal_of
 from resume_lab.run_folder import LAST
