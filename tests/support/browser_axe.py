@@ -11,6 +11,7 @@ import json
 from functools import cache
 from typing import TYPE_CHECKING
 
+from browser_colour import COLOUR_HELPERS, COLOUR_MARK
 from built_site import ROOT
 
 if TYPE_CHECKING:
@@ -57,20 +58,7 @@ RESULT = "() => window.__audit"
 # WCAG's contrast ratio for every highlighted token that shows text, against what is painted
 # behind it (its ancestors' backgrounds, blended): each failing colour pair once, as a violation.
 CODE_CONTRAST = """(codeTokens) => {
-  const rgba = (text) => {
-    const [r, g, b, a = 1] = text.match(/[\\d.]+/g).map(Number);
-    return {r, g, b, a};
-  };
-  const over = (top, under) => ({
-    r: top.r * top.a + under.r * (1 - top.a),
-    g: top.g * top.a + under.g * (1 - top.a),
-    b: top.b * top.a + under.b * (1 - top.a),
-    a: 1,
-  });
-  const luminance = ({r, g, b}) => {
-    const f = (v) => (v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
-    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
-  };
+  /* COLOUR_HELPERS: browser_colour.py */
   const hex = ({r, g, b}) => "#" + [r, g, b]
     .map((v) => Math.round(v).toString(16).padStart(2, "0")).join("");
   const backgrounds = new Map();
@@ -103,7 +91,7 @@ CODE_CONTRAST = """(codeTokens) => {
     }
   }
   return {checked, nodes: [...failing.values()]};
-}"""
+}""".replace(COLOUR_MARK, COLOUR_HELPERS)
 
 
 @cache

@@ -9,6 +9,8 @@ beside it.
 
 from __future__ import annotations
 
+from browser_colour import COLOUR_HELPERS, COLOUR_MARK
+
 FOCUS = """async () => {
   // What focus sets off (the search opening, say) starts within a frame or two.
   await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
@@ -25,20 +27,7 @@ FOCUS = """async () => {
     .filter((a) => !a.transitionProperty || appearing.includes(a.transitionProperty))
     .map((a) => a.finished.catch(() => null));
   await Promise.race([Promise.all(moving), new Promise((resolve) => setTimeout(resolve, 600))]);
-  const rgba = (text) => {
-    const [r, g, b, a = 1] = text.match(/[\\d.]+/g).map(Number);
-    return {r, g, b, a};
-  };
-  const over = (top, under) => ({
-    r: top.r * top.a + under.r * (1 - top.a),
-    g: top.g * top.a + under.g * (1 - top.a),
-    b: top.b * top.a + under.b * (1 - top.a),
-    a: 1,
-  });
-  const luminance = ({r, g, b}) => {
-    const f = (v) => (v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
-    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
-  };
+  /* COLOUR_HELPERS: browser_colour.py */
   // What is painted behind `node`: its background and its ancestors', blended, on white.
   const behind = (node) => {
     const layers = [];
@@ -87,7 +76,7 @@ FOCUS = """async () => {
     copy: element.matches('button[data-md-type="copy"]'),
     skip: element.matches(".md-skip"),
   };
-}"""
+}""".replace(COLOUR_MARK, COLOUR_HELPERS)
 
 
 def problem(stop: dict) -> str | None:
