@@ -80,7 +80,8 @@ def save_checkpoint(
     except OSError as err:
         raise SaveError(target, err) from err
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # only after a failure
+        # what a failure left, or the copy an identical commit made redundant
+        shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
@@ -90,7 +91,11 @@ def save_checkpoint(
 def replace_existing(target: Path, new: Path, manifest: dict[str, Any]) -> None:
     """A checkpoint of this step was committed by a run that was then killed
     before it moved `last` on. A bitwise resume reproduces it byte for byte:
-    keep it. Anything else is replaced (moved aside first, then deleted)."""
+    keep it. Anything else (a resume that was not bitwise, say with another
+    thread count) is replaced: moved aside, then the new one renamed in. A
+    kill between those two renames leaves no directory of this step, so a
+    `best` that named it dangles until the step is committed again; `last`
+    never names it (a run at this step was resumed from it, or it is new)."""
     try:
         if read_manifest(target)["files"] == manifest["files"]:
             return
