@@ -66,6 +66,7 @@ from resume_lab.session import (
     train_in_folder,
     writable_folder,
 )
+from resume_lab.sharded_checkpoint import describe_sharded, is_sharded
 from resume_lab.signals import PreemptionFlag
 
 DEMO_ENTRIES = {"A", "B", "C", "report.json"}
@@ -124,6 +125,10 @@ def cmd_train(args: argparse.Namespace, *, owns_process: bool = False) -> int:
         time_budget=args.time_budget,
         stop_after=args.stop_after,
         quiet=args.quiet,
+        shards=args.shards,
+        strategy=args.strategy,
+        async_save=args.async_save,
+        fixed_reduction=args.reduction == "fixed",
     )
     flag = PreemptionFlag()
     # From here on SIGTERM/SIGINT only set a flag. When this call is the
@@ -131,6 +136,8 @@ def cmd_train(args: argparse.Namespace, *, owns_process: bool = False) -> int:
     # signal cannot change the exit status.
     with flag.installed(restore=not owns_process):
         outcome = train_in_folder(options, extra_callbacks=[flag], log=log)
+    if outcome.rank != 0:  # rank 0 speaks for the run
+        return EXIT_PREEMPTED if outcome.preempted else EXIT_OK
     if outcome.preempted:
         log(
             f"[train] preempted ({outcome.reason}): "
@@ -182,7 +189,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.path}: no such file or folder")
     checkpoint = locate(args.path)
     manifest = verify(checkpoint)  # every file, nothing unpickled yet
-    state, _ = load_checkpoint(checkpoint)
+    if checkpoint.is_dir() and is_sharded(checkpoint):
+        details = describe_sharded(checkpoint)
+    else:
+        state, _ = load_checkpoint(checkpoint)
+        details = describe(state)
     files = manifest["files"]
     shown = checkpoint if checkpoint.is_file() else f"{checkpoint}/"
     print(
@@ -198,7 +209,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         f"(torch threads: {manifest.get('threads', '?')}) "
         f"at {manifest.get('saved_at', '?')}"
     )
-    for line in describe(state):
+    for line in details:
         print(line)
     return EXIT_OK
 

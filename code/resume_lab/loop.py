@@ -86,38 +86,13 @@ class Trainer:
             batches = self.sampler.batches(self.epoch, self.micro)
             window = list(islice(batches, self.config.accum))
             window_examples = sum(len(indices) for indices in window)
-            loss_sum = None
-            for indices in window:
-                logits = self.model(self.data.x_train[indices])
-                # Summed loss over the window's example count:
-                # exact even for a short window.
-                loss = F.cross_entropy(
-                    logits, self.data.y_train[indices], reduction="sum"
-                )
-                loss = loss / window_examples
-                loss.backward()  # gradients add up in .grad across the window
-                # the first micro-batch starts the sum: no zeros to fill
-                if loss_sum is None:
-                    loss_sum = loss.detach().clone()
-                else:
-                    # stays a tensor: no sync in the hot path
-                    loss_sum += loss.detach()
-            # Pre-clip total norm; a NaN or inf gradient stops the run instead
-            # of zeroing weights.
-            grad_norm = clip_grad_norm_(
-                self.model.parameters(),
-                self.config.max_norm,
-                error_if_nonfinite=True,
-            )
+            loss_sum, grad_norm = self.accumulate(window, window_examples)
             # the rate this update uses
             lr = self.optimizer.param_groups[0]["lr"]
             self.optimizer.step()
             self.scheduler.step()  # once per update, never per micro-batch
             self.optimizer.zero_grad(set_to_none=True)
             self._advance(micro_batches=len(window), examples=window_examples)
-            assert (
-                loss_sum is not None
-            )  # a window holds one micro-batch or more
             self._log(
                 loss_sum, grad_norm, lr, step_time=time.perf_counter() - started
             )
@@ -133,11 +108,45 @@ class Trainer:
             # The only place where saving is allowed, so a resume never starts
             # mid-accumulation.
             self.emit(Event.BOUNDARY)
+            self.stop_reason = self.agree(self.stop_reason)
         reason = self.stop_reason or COMPLETED
         self.emit(Event.FIT_END, reason)
         return reason
 
     # --8<-- [end:trainer_fit]
+
+    # --8<-- [start:accumulate]
+    def accumulate(
+        self, window: list[torch.Tensor], window_examples: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Forward and backward over the update's micro-batches, then clip;
+        returns (loss, pre-clip gradient norm). The gradient is in .grad."""
+        loss_sum = torch.zeros(())
+        for indices in window:
+            logits = self.model(self.data.x_train[indices])
+            # Summed loss over the window's example count:
+            # exact even for a short window.
+            loss = F.cross_entropy(
+                logits, self.data.y_train[indices], reduction="sum"
+            )
+            loss = loss / window_examples
+            loss.backward()  # gradients add up in .grad across the window
+            loss_sum += loss.detach()  # stays a tensor: no sync in the hot path
+        # Pre-clip total norm; a NaN or inf gradient stops the run instead
+        # of zeroing weights.
+        grad_norm = clip_grad_norm_(
+            self.model.parameters(),
+            self.config.max_norm,
+            error_if_nonfinite=True,
+        )
+        return loss_sum, grad_norm
+
+    # --8<-- [end:accumulate]
+
+    def agree(self, reason: StopReason | None) -> StopReason | None:
+        """One process decides alone; a distributed Trainer makes every rank
+        stop at the same boundary."""
+        return reason
 
     def _advance(self, micro_batches: int, examples: int) -> None:
         self.step += 1

@@ -33,12 +33,17 @@ def write_json(path: Path, value: Any) -> None:
     )
 
 
-def write_final(trainer: Trainer, folder: str | os.PathLike[str]) -> Path:
+def write_final(
+    trainer: Trainer,
+    folder: str | os.PathLike[str],
+    weights: dict[str, Any] | None = None,
+) -> Path:
     """final.pt (a flat dict of tensors, with final.json beside it),
-    history.json, timing.json."""
+    history.json, timing.json. `weights` defaults to the model's
+    state_dict (a sharded run passes the gathered, unsharded one)."""
     folder = Path(folder)
     # plain dict: any tensor-dict reader can take it
-    weights = dict(trainer.model.state_dict())
+    weights = dict(trainer.model.state_dict() if weights is None else weights)
     save_file_checkpoint(
         weights,
         folder / FINAL,

@@ -222,6 +222,38 @@ def build_parser() -> OneLineParser:
         default=None,
         help="simulate preemption: save and exit 75 after this many updates",
     )
+    distributed = train.add_argument_group(
+        "distributed (under torchrun --standalone --nproc-per-node W)"
+    )
+    distributed.add_argument(
+        "--shards",
+        metavar="L",
+        type=positive_int,
+        default=None,
+        help="logical shards: data order and dropout belong to them, not to "
+        "ranks (default: the world size at the first start; a resume takes "
+        "the checkpoint's). W must divide L",
+    )
+    distributed.add_argument(
+        "--strategy",
+        choices=("ddp", "fsdp"),
+        default="ddp",
+        help="DistributedDataParallel or FSDP2 fully_shard (default ddp); "
+        "a checkpoint resumes under either",
+    )
+    distributed.add_argument(
+        "--async-save",
+        action="store_true",
+        help="write checkpoints in the background (dcp.async_save); "
+        "committed once written",
+    )
+    distributed.add_argument(
+        "--reduction",
+        choices=("fixed", "engine"),
+        default="fixed",
+        help="fixed: shard-ordered sum, bitwise at any world size (default); "
+        "engine: DDP's own all-reduce, the negative control",
+    )
 
     check = commands.add_parser(
         "verify",

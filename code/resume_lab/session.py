@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+)
 
 from resume_lab.build import build_trainer
 from resume_lab.callbacks import Checkpoint, StopAfter, TimeBudget
@@ -25,6 +29,11 @@ from resume_lab.outputs import FINAL, write_final
 from resume_lab.progress import Progress
 from resume_lab.resume import resume
 from resume_lab.run_folder import LAST
+from resume_lab.sharded import build_sharded_trainer
+from resume_lab.sharded_callbacks import ShardedCheckpoint
+from resume_lab.sharded_checkpoint import resume_sharded, saved_shards
+from resume_lab.shards import ShardError, check_divisible
+from resume_lab.world import World, join, leave
 
 
 class RunFolderError(Exception):
@@ -44,6 +53,12 @@ class TrainOptions:
     time_budget: float | None = None
     stop_after: int | None = None
     quiet: bool = True
+    # distributed: L logical shards (None: the world size at the first
+    # start, or the checkpoint's), the engine, asynchronous saves
+    shards: int | None = None
+    strategy: str = "ddp"
+    async_save: bool = False
+    fixed_reduction: bool = True
 
 
 @dataclass(frozen=True)
@@ -52,6 +67,7 @@ class Outcome:
     step: int
     resumed_at: int | None  # the update the run resumed from, if it did
     folder: Path
+    rank: int = 0  # only rank 0 reports
 
     @property
     def preempted(self) -> bool:
@@ -89,12 +105,18 @@ def train_in_folder(
 ) -> Outcome:
     """Resume from `folder/last` if there is one, else start; train until
     done or stopped; a finished run also writes final.pt and history.json."""
+    world = join()
     folder = writable_folder(options.folder)
     resuming = has_last(folder)
     if not resuming and (folder / FINAL).exists():
         raise RunFolderError(
             f"{folder / FINAL} exists but {folder / LAST} does not; "
             "choose a new --output-dir"
+        )
+    shards = shards_for(options, world, folder / LAST if resuming else None)
+    if shards is not None:
+        return train_sharded(
+            options, world, shards, resuming, extra_callbacks or [], log
         )
     trainer = build_trainer(
         options.config,
@@ -113,14 +135,110 @@ def train_in_folder(
 # --8<-- [end:train_in_folder]
 
 
-def callbacks_for(options: TrainOptions) -> list[Callback]:
-    progress = Progress("train", options.config.steps, quiet=options.quiet)
-    saver = Checkpoint(
-        options.folder,
-        every=options.save_every,
-        keep=options.keep,
-        log=progress.line,
+def shards_for(
+    options: TrainOptions, world: World, last: Path | None
+) -> int | None:
+    """L for this run, or None for the one-process course path (dropout
+    from the global RNG). A checkpoint's L wins; a new run takes --shards,
+    else the world size under torchrun."""
+    saved = saved_shards(last) if last is not None else None
+    if last is not None and saved is None and world.size == 1:
+        if options.shards is not None:
+            raise RunFolderError(
+                f"{last} is a one-process checkpoint (no logical shards); "
+                "drop --shards to resume it, or choose a new --output-dir"
+            )
+        return None
+    if last is not None and saved is None:
+        raise RunFolderError(
+            f"{last} is a one-process checkpoint; resume it without "
+            "torchrun, or choose a new --output-dir"
+        )
+    if saved is not None and options.shards not in (None, saved):
+        raise RunFolderError(
+            f"{last} was made with --shards {saved}, not {options.shards}; "
+            f"drop --shards to resume it"
+        )
+    shards = saved or options.shards
+    if shards is None and world.distributed:
+        shards = world.size
+    if shards is not None:
+        try:
+            check_divisible(shards, world.size)
+        except ShardError as err:
+            raise RunFolderError(str(err)) from None
+    return shards
+
+
+# --8<-- [start:train_sharded]
+def train_sharded(
+    options: TrainOptions,
+    world: World,
+    shards: int,
+    resuming: bool,
+    extra_callbacks: list[Callback],
+    log: Callable[[str], None],
+) -> Outcome:
+    """train_in_folder() on L logical shards over this world's ranks."""
+    trainer = build_sharded_trainer(
+        options.config,
+        world=world,
+        shards=shards,
+        strategy=options.strategy,
+        fixed=options.fixed_reduction,
+        callbacks=[
+            *callbacks_for(options, world, sharded=True),
+            *extra_callbacks,
+        ],
     )
+    resumed_at = None
+    if resuming:
+        resume_sharded(trainer, options.folder / LAST)
+        resumed_at = trainer.step
+        if world.is_writer:
+            log(
+                f"[train] resumed from {options.folder / LAST} at update "
+                f"{trainer.step} on {world.size} process(es), {shards} shards"
+            )
+    reason = trainer.fit(options.config.steps)
+    if reason not in PREEMPTED:
+        weights = get_model_state_dict(
+            trainer.model,
+            options=StateDictOptions(full_state_dict=True, cpu_offload=True),
+        )
+        if world.is_writer:
+            write_final(trainer, options.folder, weights)
+    step = trainer.step
+    del trainer
+    leave()
+    return Outcome(reason, step, resumed_at, options.folder, world.rank)
+
+
+# --8<-- [end:train_sharded]
+
+
+def callbacks_for(
+    options: TrainOptions, world: World | None = None, *, sharded: bool = False
+) -> list[Callback]:
+    world = world or World()
+    quiet = options.quiet or not world.is_writer
+    progress = Progress("train", options.config.steps, quiet=quiet)
+    saver: Checkpoint
+    if sharded:
+        saver = ShardedCheckpoint(
+            options.folder,
+            every=options.save_every,
+            keep=options.keep,
+            log=progress.line if world.is_writer else (lambda line: None),
+            asynchronous=options.async_save,
+        )
+    else:
+        saver = Checkpoint(
+            options.folder,
+            every=options.save_every,
+            keep=options.keep,
+            log=progress.line,
+        )
     callbacks: list[Callback] = [saver]
     if options.time_budget is not None:
         callbacks.append(TimeBudget(options.time_budget))

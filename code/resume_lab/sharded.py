@@ -1,0 +1,169 @@
+"""The Trainer on L logical shards, run by W processes (W divides L).
+
+Only `accumulate` (how an update's gradient is made) and `agree` (how the
+ranks stop together) differ from the one-process Trainer: the loop, the
+callbacks, the schedule and the evaluation are the same code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from resume_lab.build import seed_everything
+from resume_lab.callbacks import EarlyStopping
+from resume_lab.config import LabConfig
+from resume_lab.data import Blobs, make_blobs
+from resume_lab.engines import Engine, build_engine
+from resume_lab.events import Callback, StopReason
+from resume_lab.loop import Trainer
+from resume_lab.model import build_model
+from resume_lab.reduction import ShardReduction, clip_in_fixed_order
+from resume_lab.sampler import StepIndexedSampler
+from resume_lab.schedule import build_scheduler
+from resume_lab.shards import (
+    ShardGenerators,
+    check_divisible,
+    owned,
+    shard_slice,
+)
+from resume_lab.world import World
+
+
+class AfterEvaluation(Callback):
+    """Lets the engine tidy up after an evaluation (FSDP2 reshards)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def on_eval_end(self, trainer: Any, metrics: dict[str, float]) -> None:
+        self.engine.after_evaluation()
+
+
+class ShardedTrainer(Trainer):
+    def __init__(
+        self,
+        *args: Any,
+        world: World,
+        shards: int,
+        engine: Engine,
+        strategy: str,
+        fixed: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.world = world
+        self.shards = shards
+        self.strategy = strategy
+        self.engine = engine
+        self.fixed = fixed
+        self.owned = owned(shards, world.size, world.rank)
+        self.generators = ShardGenerators(self.config.seed, self.owned)
+        self.callbacks.insert(0, AfterEvaluation(engine))
+
+    def shard_loss(
+        self, shard: int, indices: torch.Tensor, window_examples: int
+    ) -> torch.Tensor:
+        part = shard_slice(indices, self.shards, shard)
+        with self.generators.drawing(shard):  # dropout: this shard's masks
+            logits = self.model(self.data.x_train[part])
+        loss = F.cross_entropy(logits, self.data.y_train[part], reduction="sum")
+        return loss / window_examples
+
+    # --8<-- [start:sharded_accumulate]
+    def accumulate(
+        self, window: list[torch.Tensor], window_examples: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each owned shard's window in turn: no gradient sync until its last
+        micro-batch, whose synced backward hands the shard's gradient to the
+        fixed-order reduction; after the last shard, .grad holds the sum."""
+        parameters = list(self.model.parameters())
+        losses = []
+        for slot, shard in enumerate(self.owned):
+            self.engine.reduction.slot = slot
+            loss_sum = torch.zeros(())
+            for k, indices in enumerate(window):
+                last = k == len(window) - 1
+                with self.engine.sync(last and self.syncs_shard(slot)):
+                    loss = self.shard_loss(shard, indices, window_examples)
+                    (loss * self.loss_scale).backward()
+                loss_sum += loss.detach()
+            losses.append(loss_sum)
+            if self.fixed:
+                self.engine.hand_over(parameters)
+                if slot < len(self.owned) - 1:
+                    for p in parameters:  # handed over: not part of .grad
+                        p.grad = None
+        loss = self.engine.reduction.fold_losses(torch.stack(losses))
+        return loss, clip_in_fixed_order(parameters, self.config.max_norm)
+
+    # --8<-- [end:sharded_accumulate]
+
+    def syncs_shard(self, slot: int) -> bool:
+        # the control (DDP's own reduction) syncs once, after every shard
+        return self.fixed or slot == len(self.owned) - 1
+
+    @property
+    def loss_scale(self) -> float:
+        # DDP's own reduction averages over ranks; the lab's adds. Scaling
+        # by W (a power of two here) is exact.
+        return 1.0 if self.fixed else float(self.world.size)
+
+    def agree(self, reason: StopReason | None) -> StopReason | None:
+        return self.world.agree(reason)
+
+
+def build_sharded_trainer(
+    config: LabConfig,
+    *,
+    world: World,
+    shards: int,
+    strategy: str = "ddp",
+    fixed: bool = True,
+    data: Blobs | None = None,
+    callbacks: Iterable[Callback] = (),
+) -> ShardedTrainer:
+    """build_trainer() for W processes: the same seeds, model and schedule;
+    the optimizer is built on the engine's parameters (FSDP2 replaces them
+    with sharded ones)."""
+    check_divisible(shards, world.size)
+    seed_everything(config.seed)
+    data = data if data is not None else make_blobs(config.data_seed)
+    model = build_model(config.dropout)
+    reduction = ShardReduction(shards)
+    engine = build_engine(
+        model,
+        strategy=strategy,
+        reduction=reduction,
+        world_size=world.size,
+        fixed=fixed,
+    )
+    optimizer = torch.optim.AdamW(
+        engine.model.parameters(),
+        lr=config.lr,
+        weight_decay=config.weight_decay,
+    )
+    scheduler = build_scheduler(optimizer, config.steps, config.warmup_frac)
+    sampler = StepIndexedSampler(
+        len(data.y_train), config.micro_batch, seed=config.seed
+    )
+    policy: list[Callback] = (
+        [EarlyStopping(config.patience)] if config.patience else []
+    )
+    return ShardedTrainer(
+        config,
+        engine.model,
+        optimizer,
+        scheduler,
+        sampler,
+        data,
+        [*policy, *callbacks],
+        world=world,
+        shards=shards,
+        engine=engine,
+        strategy=strategy,
+        fixed=fixed,
+    )
