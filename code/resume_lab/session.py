@@ -8,6 +8,7 @@ whatever it needs (the CLI: an exit status).
 
 from __future__ import annotations
 
+import io
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -221,15 +222,18 @@ def callbacks_for(
     options: TrainOptions, world: World | None = None, *, sharded: bool = False
 ) -> list[Callback]:
     world = world or World()
-    quiet = options.quiet or not world.is_writer
-    progress = Progress("train", options.config.steps, quiet=quiet)
+    # rank 0 speaks for the run; the others keep quiet
+    stream = None if world.is_writer else io.StringIO()
+    progress = Progress(
+        "train", options.config.steps, quiet=options.quiet, stream=stream
+    )
     saver: Checkpoint
     if sharded:
         saver = ShardedCheckpoint(
             options.folder,
             every=options.save_every,
             keep=options.keep,
-            log=progress.line if world.is_writer else (lambda line: None),
+            log=progress.line,
             asynchronous=options.async_save,
         )
     else:

@@ -59,8 +59,7 @@ def launch(
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
             raise AssertionError(
-                f"timed out after {timeout} s: {command(world_size, args)}\n"
-                f"{err[-2000:]}"
+                f"timed out after {timeout} s: {command(world_size, args)}\n{err[-2000:]}"
             ) from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
@@ -79,6 +78,4 @@ def same_outputs(a: Path, b: Path) -> list[str]:
     """The names of the run outputs that differ byte for byte (empty: a
     bitwise match)."""
     names = ("final.pt", "history.json", "history.jsonl")
-    return [
-        name for name in names if (a / name).read_bytes() != (b / name).read_bytes()
-    ]
+    return [name for name in names if (a / name).read_bytes() != (b / name).read_bytes()]
