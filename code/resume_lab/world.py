@@ -80,13 +80,11 @@ def join() -> World:
     return World(dist.get_rank(), dist.get_world_size())
 
 
-def leave(*objects: Any) -> None:
+def leave() -> None:
     """Leave without the exit hang a gloo process can show: every rank
-    reaches the barrier, the engine's objects are dropped and collected, and
-    only then is the group destroyed."""
-    del objects
+    reaches the barrier, and the engine's objects (which the caller has
+    dropped) are collected before the group is destroyed."""
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         gc.collect()
         dist.destroy_process_group()
-    gc.collect()

@@ -5,17 +5,59 @@ history.jsonl byte for byte with an uninterrupted run."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from torchrun import command, lab_env, launch, same_outputs, train
 
 EXIT_PREEMPTED = 75
+# SCALING_RESULTS=path: the cases and outcomes, for the Scaling out page
+RESULTS: list[dict[str, Any]] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def write_results() -> Iterator[None]:
+    yield
+    target = os.environ.get("SCALING_RESULTS")
+    if target and RESULTS:
+        from bench import provenance
+
+        started = provenance.start()
+        data = provenance.finish(started, cases=RESULTS)
+        tmp = Path(target).with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1) + "\n")
+        tmp.replace(target)
+
+
+def record(
+    case: str,
+    worlds: list[int],
+    strategies: list[str],
+    shards: int,
+    reduction: str,
+    differing: list[str],
+) -> None:
+    RESULTS.append(
+        {
+            "case": case,
+            "worlds": worlds,
+            "strategies": strategies,
+            "shards": shards,
+            "reduction": reduction,
+            "bitwise": differing == [],
+            "differing": differing,
+        }
+    )
+
+
 RUN = ("--steps", "24", "--save-every", "6")
 
 
@@ -50,7 +92,9 @@ def test_a_run_stopped_at_two_ranks_resumes_bitwise_in_one_process(tmp_path: Pat
     whole = uninterrupted(tmp_path, 2)
     folder = tmp_path / "elastic"
     stop_then_resume(folder, [2, 1], [10])
-    assert same_outputs(whole, folder) == []
+    differing = same_outputs(whole, folder)
+    record("elastic", [2, 1], ["ddp"] * 2, 2, "fixed", differing)
+    assert differing == []
 
 
 def test_shards_that_the_world_size_does_not_divide_are_refused_in_one_line(tmp_path: Path) -> None:
@@ -75,15 +119,20 @@ def test_same_world_resume_at_two_ranks_is_bitwise(tmp_path: Path, strategy: str
     whole = uninterrupted(tmp_path, 2, "--strategy", strategy)
     folder = tmp_path / "resumed"
     stop_then_resume(folder, [2, 2], [9], strategies=[strategy, strategy])
-    assert same_outputs(whole, folder) == []
+    differing = same_outputs(whole, folder)
+    record("same world", [2, 2], [strategy] * 2, 2, "fixed", differing)
+    assert differing == []
 
 
 @pytest.mark.slow
-def test_same_world_resume_at_four_ranks_is_bitwise(tmp_path: Path) -> None:
-    whole = uninterrupted(tmp_path, 4)
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_same_world_resume_at_four_ranks_is_bitwise(tmp_path: Path, strategy: str) -> None:
+    whole = uninterrupted(tmp_path, 4, "--strategy", strategy)
     folder = tmp_path / "resumed"
-    stop_then_resume(folder, [4, 4], [9])
-    assert same_outputs(whole, folder) == []
+    stop_then_resume(folder, [4, 4], [9], strategies=[strategy, strategy])
+    differing = same_outputs(whole, folder)
+    record("same world", [4, 4], [strategy] * 2, 4, "fixed", differing)
+    assert differing == []
 
 
 @pytest.mark.slow
@@ -91,21 +140,28 @@ def test_elastic_two_to_four_and_four_to_two_to_one_match_the_whole_run(tmp_path
     whole = uninterrupted(tmp_path, 4)  # L = 4
     up = tmp_path / "2-4"
     stop_then_resume(up, [2, 4], [7], "--shards", "4")
-    assert same_outputs(whole, up) == []
+    differing_up = same_outputs(whole, up)
+    record("elastic", [2, 4], ["ddp"] * 2, 4, "fixed", differing_up)
     down = tmp_path / "4-2-1"
     stop_then_resume(down, [4, 2, 1], [5, 8])
-    assert same_outputs(whole, down) == []
+    differing_down = same_outputs(whole, down)
+    record("elastic", [4, 2, 1], ["ddp"] * 3, 4, "fixed", differing_down)
+    assert differing_up == [] and differing_down == []
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engines", [["ddp", "fsdp"], ["fsdp", "ddp"]])
+@pytest.mark.parametrize(
+    "engines", [["ddp", "fsdp"], ["fsdp", "ddp"]], ids=["ddp-to-fsdp", "fsdp-to-ddp"]
+)
 def test_a_checkpoint_resumes_under_the_other_engine_bitwise(
     tmp_path: Path, engines: list[str]
 ) -> None:
     whole = uninterrupted(tmp_path, 2)
     folder = tmp_path / "switched"
     stop_then_resume(folder, [2, 2], [11], strategies=engines)
-    assert same_outputs(whole, folder) == []
+    differing = same_outputs(whole, folder)
+    record("engine switch", [2, 2], engines, 2, "fixed", differing)
+    assert differing == []
 
 
 @pytest.mark.slow
@@ -115,7 +171,9 @@ def test_ddps_own_reduction_at_four_ranks_is_not_bitwise_after_a_resume(tmp_path
     whole = uninterrupted(tmp_path, 4, "--reduction", "engine")
     folder = tmp_path / "resumed"
     stop_then_resume(folder, [4, 4], [9], "--reduction", "engine")
-    assert "final.pt" in same_outputs(whole, folder)
+    differing = same_outputs(whole, folder)
+    record("negative control", [4, 4], ["ddp"] * 2, 4, "engine", differing)
+    assert "final.pt" in differing
 
 
 @pytest.mark.slow
@@ -123,7 +181,9 @@ def test_async_saves_resume_bitwise(tmp_path: Path) -> None:
     whole = uninterrupted(tmp_path, 2)
     folder = tmp_path / "async"
     stop_then_resume(folder, [2, 2], [13], "--async-save")
-    assert same_outputs(whole, folder) == []
+    differing = same_outputs(whole, folder)
+    record("async save", [2, 2], ["ddp"] * 2, 2, "fixed", differing)
+    assert differing == []
     verified = launch(1, ["verify", str(folder / "last")])
     assert verified.returncode == 0, verified.stderr
 
@@ -162,4 +222,6 @@ def test_sigterm_to_the_torchrun_group_stops_every_rank_at_one_boundary(tmp_path
     assert not (folder / "final.pt").exists()
     rerun = train(2, folder, *RUN, "--steps", "400")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert same_outputs(whole, folder) == []
+    differing = same_outputs(whole, folder)
+    record("SIGTERM", [2, 2], ["ddp"] * 2, 2, "fixed", differing)
+    assert differing == []

@@ -1,0 +1,91 @@
+"""Start W gloo ranks on this machine, run one function in each, and return
+what each returned; a rank that fails or hangs fails the call, within a
+timeout. The Scaling out page's blocks use it to run their workers."""
+
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # port 0: the system picks a free one
+        return sock.getsockname()[1]
+
+
+def _rank_main(
+    rank: int,
+    world_size: int,
+    port: int,
+    out: str,
+    worker: Callable[..., Any],
+    args: tuple[Any, ...],
+) -> None:
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size))
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=world_size, timeout=timedelta(seconds=60)
+    )
+    result = worker(rank, world_size, *args)
+    torch.save(result, Path(out) / f"rank{rank}.pt")
+    # a gloo process can hang at exit: meet, collect, then leave
+    dist.barrier()
+    del result
+    import gc
+
+    gc.collect()
+    dist.destroy_process_group()
+
+
+def run_ranks(
+    worker: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    timeout: float = 120.0,
+) -> list[Any]:
+    """worker(rank, world_size, *args) in each of `world_size` spawned
+    processes; returns their results in rank order."""
+    threads = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"  # each rank inherits it
+    with tempfile.TemporaryDirectory() as out:
+        try:
+            # spawn: a fresh interpreter inherits no threads or locks; the
+            # worker must be importable, which is why it lives in a file
+            ranks = mp.start_processes(
+                _rank_main,
+                args=(world_size, free_port(), out, worker, args),
+                nprocs=world_size,
+                join=False,
+                start_method="spawn",
+            )
+        finally:
+            if threads is None:
+                del os.environ["OMP_NUM_THREADS"]
+            else:
+                os.environ["OMP_NUM_THREADS"] = threads
+        deadline = time.monotonic() + timeout
+        try:
+            while not ranks.join(
+                timeout=max(0.0, deadline - time.monotonic()), grace_period=1
+            ):
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"ranks still running after {timeout} s")
+        finally:
+            for process in ranks.processes:
+                if process.is_alive():
+                    process.kill()
+                    process.join()
+        return [
+            torch.load(Path(out) / f"rank{rank}.pt", weights_only=False)
+            for rank in range(world_size)
+        ]
