@@ -7,7 +7,9 @@ The contract other tools rely on:
   history.json (one record per update: step, loss, grad_norm, lr,
   examples_seen, val_loss, val_accuracy), timing.json (step, step_time),
   DIR/B/last (the pointer to B's checkpoint at the kill point), and
-  DIR/report.json.
+  DIR/report.json. With --world-size W >= 2, A, B and C are `train` run
+  folders made under torchrun, and DIR/B1 is B's stop resumed by one
+  process.
 - train writes checkpoint directories DIR/step-NNNNNN/ (state.pt and
   manifest.json), the pointers DIR/last (what a restart resumes from) and
   DIR/best, the log DIR/history.jsonl, and, once finished, final.pt,
@@ -42,6 +44,13 @@ from resume_lab.checkpoint import (
     verify,
 )
 from resume_lab.config import ConfigError, LabConfig
+from resume_lab.distributed_demo import (
+    DemoPlan,
+    LaunchError,
+    distributed_passed,
+    format_distributed_report,
+    run_distributed_demo,
+)
 from resume_lab.exit_codes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -69,7 +78,8 @@ from resume_lab.session import (
 from resume_lab.sharded_checkpoint import describe_sharded, is_sharded
 from resume_lab.signals import PreemptionFlag
 
-DEMO_ENTRIES = {"A", "B", "C", "report.json"}
+# B1 is the distributed demo's (--world-size W >= 2)
+DEMO_ENTRIES = {"A", "B", "B1", "C", "report.json"}
 
 
 class UsageError(Exception):
@@ -81,7 +91,7 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def demo_kill_at(args: argparse.Namespace) -> int:
     kill_at = args.kill_at
     if kill_at is None:
         kill_at = default_kill_at(args.steps)
@@ -95,24 +105,50 @@ def cmd_demo(args: argparse.Namespace) -> int:
             f"--kill-at {kill_at} is outside 1..{args.steps - 1} "
             "(1 to --steps minus 1)"
         )
-    config = LabConfig(seed=args.seed, steps=args.steps, accum=args.accum)
+    return kill_at
+
+
+def demo_folder(args: argparse.Namespace) -> Path:
     if args.output_dir is None:
-        output_dir = Path(tempfile.mkdtemp(prefix="resume-lab-demo-"))
-    else:
-        output_dir = writable_folder(args.output_dir)
-        foreign = sorted(
-            p.name for p in output_dir.iterdir() if p.name not in DEMO_ENTRIES
+        return Path(tempfile.mkdtemp(prefix="resume-lab-demo-"))
+    output_dir = writable_folder(args.output_dir)
+    foreign = sorted(
+        p.name for p in output_dir.iterdir() if p.name not in DEMO_ENTRIES
+    )
+    if foreign:
+        raise UsageError(
+            f"output folder {output_dir} holds files the demo did not "
+            f"write ({', '.join(foreign[:3])}); "
+            "choose an empty or new --output-dir"
         )
-        if foreign:
-            raise UsageError(
-                f"output folder {output_dir} holds files the demo did not "
-                f"write ({', '.join(foreign[:3])}); "
-                "choose an empty or new --output-dir"
-            )
+    return output_dir
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    kill_at = demo_kill_at(args)
+    config = LabConfig(seed=args.seed, steps=args.steps, accum=args.accum)
+    output_dir = demo_folder(args)
+    if args.world_size > 1:
+        return cmd_distributed_demo(
+            DemoPlan(config, kill_at, args.world_size, output_dir, args.threads)
+        )
     report = run_demo(config, kill_at, output_dir, quiet=args.quiet)
     write_json(output_dir / "report.json", report)
     print(format_report(report, output_dir))
     return EXIT_OK if demo_passed(report) else EXIT_REJECTED
+
+
+def cmd_distributed_demo(plan: DemoPlan) -> int:
+    """The demo as torchrun launches of `train`; a launch that fails or
+    hangs is the demo's failure (exit 1), with its last lines shown."""
+    try:
+        report = run_distributed_demo(plan)
+    except LaunchError as err:
+        print(f"resume-lab demo: failed: {err}", file=sys.stderr)
+        return EXIT_REJECTED
+    write_json(plan.output_dir / "report.json", report)
+    print(format_distributed_report(report, plan.output_dir))
+    return EXIT_OK if distributed_passed(report) else EXIT_REJECTED
 
 
 def cmd_train(args: argparse.Namespace, *, owns_process: bool = False) -> int:
@@ -129,6 +165,7 @@ def cmd_train(args: argparse.Namespace, *, owns_process: bool = False) -> int:
         strategy=args.strategy,
         async_save=args.async_save,
         fixed_reduction=args.reduction == "fixed",
+        restore_rng=not args.skip_rng_restore,
     )
     flag = PreemptionFlag()
     # From here on SIGTERM/SIGINT only set a flag. When this call is the

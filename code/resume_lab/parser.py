@@ -16,6 +16,7 @@ EPILOG = """\
 examples:
   python -m resume_lab                      the demo with its defaults: runs A, B, C and a report
   python -m resume_lab demo --seed 3 --steps 200 --kill-at 77 --accum 3 --output-dir /tmp/lab
+  python -m resume_lab demo --world-size 2  the same under torchrun: 2 processes, 2 logical shards
   python -m resume_lab train --output-dir runs/a --steps 600 --save-every 50
   python -m resume_lab train --output-dir runs/a --steps 600 --stop-after 100
                                             stops (exit 75) after 100 updates; run the same
@@ -65,6 +66,23 @@ def seed_int(text: str) -> int:
     if not 0 <= value < 2**32:
         raise argparse.ArgumentTypeError(
             f"must be in 0..4294967295, got {value}"
+        )
+    return value
+
+
+# The distributed demo runs every rank on this machine, one process each,
+# and splits each 32-example micro-batch over L = W shards: at 8 each shard
+# still sees 4 examples, and beyond 8 processes a workstation (let alone a
+# 2-core CI runner) only waits longer for the same bitwise result.
+MAX_DEMO_WORLD_SIZE = 8
+
+
+def demo_world_size(text: str) -> int:
+    value = whole_number(text)
+    if not 1 <= value <= MAX_DEMO_WORLD_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"must be in 1..{MAX_DEMO_WORLD_SIZE} (one process per rank on "
+            f"this machine), got {value}"
         )
     return value
 
@@ -169,6 +187,15 @@ def build_parser() -> OneLineParser:
         help="where to write (default: a new temporary folder); "
         "a folder holding anything but an earlier demo's files is refused",
     )
+    demo.add_argument(
+        "--world-size",
+        metavar="W",
+        type=demo_world_size,
+        default=1,
+        help="W >= 2: run A, B and C under torchrun with W processes and W "
+        "logical shards, and resume a copy of B's stop in one process (B1); "
+        f"1..{MAX_DEMO_WORLD_SIZE} (default 1: all in this process)",
+    )
 
     train = commands.add_parser(
         "train",
@@ -253,6 +280,11 @@ def build_parser() -> OneLineParser:
         default="fixed",
         help="fixed: shard-ordered sum, bitwise at any world size (default); "
         "engine: DDP's own all-reduce, the negative control",
+    )
+    # the distributed demo's negative control (C): a sharded resume that
+    # keeps fresh dropout generators; hidden, as nobody wants it otherwise
+    distributed.add_argument(
+        "--skip-rng-restore", action="store_true", help=argparse.SUPPRESS
     )
 
     check = commands.add_parser(

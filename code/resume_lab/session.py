@@ -60,6 +60,9 @@ class TrainOptions:
     strategy: str = "ddp"
     async_save: bool = False
     fixed_reduction: bool = True
+    # False only for the distributed demo's negative control: a sharded
+    # resume keeps fresh dropout generators (a one-process resume ignores it)
+    restore_rng: bool = True
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,9 @@ def train_sharded(
     )
     resumed_at = None
     if resuming:
-        resume_sharded(trainer, options.folder / LAST)
+        resume_sharded(
+            trainer, options.folder / LAST, restore_rng=options.restore_rng
+        )
         resumed_at = trainer.step
         if world.is_writer:
             log(

@@ -231,10 +231,15 @@ def saved_shards(path: str | os.PathLike[str]) -> int | None:
 
 # --8<-- [start:resume_sharded]
 def resume_sharded(
-    trainer: ShardedTrainer, path: str | os.PathLike[str]
+    trainer: ShardedTrainer,
+    path: str | os.PathLike[str],
+    *,
+    restore_rng: bool = True,
 ) -> dict[str, Any]:
     """Every rank: verify, then load its pieces of a checkpoint saved at any
-    world size whose L it divides. Returns the replicated state."""
+    world size whose L it divides. Returns the replicated state.
+    restore_rng=False keeps the freshly seeded dropout generators (the
+    demo's negative control)."""
     checkpoint = locate(path)
     state = load_replicated(checkpoint)
     differences = trainer.config.differences(state[keys.CONFIG])
@@ -249,6 +254,11 @@ def resume_sharded(
         )
     check_divisible(trainer.shards, trainer.world.size)
     pieces = tensor_state(trainer)  # templates: shapes and placements
+    if not restore_rng:
+        # dcp.load fills the templates in place, and these templates are
+        # the generators' own state tensors: leaving them out of the
+        # request is what keeps the fresh seeds
+        del pieces[SHARD_RNG]
     dcp.load(
         pieces,
         storage_reader=SafeReader(checkpoint),
@@ -263,8 +273,10 @@ def resume_sharded(
             "param_groups": state[OPTIMIZER_GROUPS],
         },
     )
-    for shard in trainer.owned:
-        trainer.generators.states[shard] = pieces[SHARD_RNG][shard_key(shard)]
+    if restore_rng:
+        for shard in trainer.owned:
+            key = shard_key(shard)
+            trainer.generators.states[shard] = pieces[SHARD_RNG][key]
     trainer.scheduler.load_state_dict(state[keys.SCHEDULER])
     trainer.sampler.load_state_dict(state[keys.SAMPLER])
     position = state[keys.DATA_POSITION]
