@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 
 import pytest
 from torchrun import command, lab_env, launch, same_outputs, train
+
+from resume_lab.distributed_demo import kill_tree
 
 EXIT_PREEMPTED = 75
 # SCALING_RESULTS=path: the cases and outcomes, for the Scaling out page
@@ -193,22 +196,26 @@ def test_sigterm_to_the_torchrun_group_stops_every_rank_at_one_boundary(tmp_path
     whole = uninterrupted(tmp_path, 2, "--steps", "400")
     folder = tmp_path / "signalled"
     args = ["train", "--output-dir", str(folder), "--quiet", *RUN, "--steps", "400"]
-    with subprocess.Popen(
-        command(2, args),
-        env=lab_env(),
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    ) as proc:
-        deadline = time.monotonic() + 120
-        while not (folder / "last").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        os.killpg(proc.pid, signal.SIGTERM)
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            command(2, args),
+            env=lab_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+        )
         try:
-            _, err = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise
+            deadline = time.monotonic() + 120
+            while not (folder / "last").exists():
+                assert time.monotonic() < deadline, "no checkpoint in 120 s"
+                time.sleep(0.1)
+            os.killpg(proc.pid, signal.SIGTERM)  # torchrun's whole group
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                kill_tree(proc)
+        log.seek(0)
+        err = log.read().decode("utf8", "replace")
     # torchrun, signalled itself, does not report its ranks' statuses; rank 0
     # says where all of them stopped: a collective save needs every rank at
     # the same update, and its checkpoint holds both ranks' pieces

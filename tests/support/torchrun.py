@@ -5,10 +5,12 @@ not block the suite."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+from resume_lab.distributed_demo import kill_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -44,24 +46,33 @@ def command(world_size: int, args: list[str]) -> list[str]:
 def launch(
     world_size: int, args: list[str], *, timeout: float = TIMEOUT
 ) -> subprocess.CompletedProcess[str]:
-    """Run to the end; kill the whole process group if it overruns."""
-    with subprocess.Popen(
-        command(world_size, args),
-        env=lab_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    ) as proc:
+    """Run to the end; on overrun kill torchrun and every worker (each in a
+    session of its own) and fail. Output goes to files, not pipes: reading
+    it never waits for a worker that still holds a pipe open."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            command(world_size, args),
+            env=lab_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
         try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
+            returncode = proc.wait(timeout=timeout)
+        except BaseException:
+            kill_tree(proc)
+            err.seek(0)
             raise AssertionError(
-                f"timed out after {timeout} s: {command(world_size, args)}\n{err[-2000:]}"
+                f"timed out or interrupted after at most {timeout} s: "
+                f"{command(world_size, args)}\n"
+                f"{err.read().decode('utf8', 'replace')[-2000:]}"
             ) from None
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode("utf8", "replace")
+        stderr = err.read().decode("utf8", "replace")
+    return subprocess.CompletedProcess(proc.args, returncode, stdout, stderr)
 
 
 def train(
