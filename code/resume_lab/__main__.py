@@ -2,7 +2,7 @@
 
 import sys
 
-from resume_lab.cli import main
+from resume_lab.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -319,3 +320,15 @@ def newest_snapshot_hint(args: argparse.Namespace) -> str:
             f"ln -sfn {candidate.name} {Path(folder) / LAST}"
         )
     return ""
+
+
+def run() -> int:
+    """main() as a command: output piped into `head` that stops reading is
+    not an error worth a traceback."""
+    try:
+        return main()
+    except BrokenPipeError:
+        # the reader left; say nothing more (further writes would fail too)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
