@@ -2,6 +2,7 @@
 what each returned; a rank that fails or hangs fails the call, within a
 timeout. The Scaling out page's blocks use it to run their workers."""
 
+import gc
 import os
 import socket
 import tempfile
@@ -41,8 +42,6 @@ def _rank_main(
     # a gloo process can hang at exit: meet, collect, then leave
     dist.barrier()
     del result
-    import gc
-
     gc.collect()
     dist.destroy_process_group()
 
