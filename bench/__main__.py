@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from . import (
+    distributed,
     hash_speed,
     load_memory,
     loop_overhead,
@@ -41,6 +42,7 @@ MEASUREMENTS: dict[str, tuple[tuple[str, ModuleType], ...]] = {
         ("verify_load", load_memory),
         ("loop", loop_overhead),
     ),
+    "distributed": (("measured", distributed),),
 }
 SUITE = "performance"  # the file whose `suite` entry times `make test`
 

@@ -86,3 +86,17 @@ def view(name: str, results: dict[str, Any]) -> dict[str, Any]:
     if isinstance(prov, dict) and "started" in prov:
         return results | {"provenance": provenance_view(prov)}
     return results
+
+
+def distributed(results: dict[str, Any]) -> dict[str, Any]:
+    """distributed.json: the DCP save and the throughput at several world sizes
+    (bench/distributed_view.py words them)."""
+    from . import distributed_view
+
+    out = distributed_view.view(results)
+    out["provenance"] = provenance_view(results["provenance"])
+    out["provenance"]["summary"] += "; " + out["headline"]["setup"]
+    return out
+
+
+VIEWS["distributed"] = distributed
