@@ -53,6 +53,8 @@ def log(message: str) -> None:
 
 def plan_of(name: str, plan: Plan) -> dict[str, Any]:
     """The part of the plan a results file was measured with."""
+    if name == "distributed":  # its own settings are in measured.setup
+        return {"mode": plan.mode}
     fields = dataclasses.asdict(plan)
     mine = name == "serialization"
     return {k: v for k, v in fields.items() if k == "mode" or k.startswith("serialization") == mine}

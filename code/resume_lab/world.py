@@ -56,13 +56,18 @@ class World:
     # --8<-- [start:agree]
     def agree(self, reason: StopReason | None) -> StopReason | None:
         """Every rank stops at the same boundary, for one reason: a signal
-        or a time budget seen by one rank stops them all. The first stopping
-        rank's reason wins."""
+        or a time budget seen by one rank stops them all; the lowest rank
+        that wants to stop names the reason. One small all-gather."""
         if not self.distributed:
             return reason
-        reasons: list[StopReason | None] = [None] * self.size
-        dist.all_gather_object(reasons, reason)
-        return next((r for r in reasons if r is not None), None)
+        reasons = list(StopReason)
+        mine = torch.tensor(
+            [0 if reason is None else reasons.index(reason) + 1]
+        )
+        codes = [torch.zeros_like(mine) for _ in range(self.size)]
+        dist.all_gather(codes, mine)
+        wanted = [int(code.item()) for code in codes if code.item()]
+        return reasons[wanted[0] - 1] if wanted else None
 
     # --8<-- [end:agree]
 
