@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import secrets
 import shutil
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any
 
 import torch
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import FileSystemWriter
+from torch.distributed.checkpoint import CheckpointException, FileSystemWriter
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_optimizer_state_dict,
@@ -32,13 +33,20 @@ from torch.distributed.checkpoint.state_dict import (
 
 from resume_lab import state_keys as keys
 from resume_lab.atomic import SaveError, fsync_dir, write_synced
-from resume_lab.checkpoint import TEMP_PREFIX, locate, replace_existing, verify
+from resume_lab.checkpoint import (
+    TEMP_PREFIX,
+    first_line,
+    locate,
+    replace_existing,
+    verify,
+)
 from resume_lab.hashing import DEFAULT_HASH, file_digest
 from resume_lab.history_log import HISTORY_LOG, HistoryLog, read_history
 from resume_lab.manifest import (
     MANIFEST,
     CheckpointError,
     make_manifest,
+    read_manifest,
     write_manifest,
 )
 from resume_lab.resume import ConfigMismatchError
@@ -58,6 +66,18 @@ REPLICATED_FILE = "train_state.pt"
 SHARDS = "shards"  # L, fixed at the first start
 SHARD_RNG = "shard_rng"  # {shard-NNNN: generator state}: per-shard keys
 OPTIMIZER_GROUPS = "optimizer_groups"  # lr, betas, ...: not tensors
+REPLICATED_KEYS = (
+    keys.FORMAT,
+    keys.STEP,
+    SHARDS,
+    OPTIMIZER_GROUPS,
+    keys.SCHEDULER,
+    keys.SAMPLER,
+    keys.DATA_POSITION,
+    keys.CALLBACKS,
+    keys.HISTORY,
+    keys.CONFIG,
+)
 
 
 def is_sharded(checkpoint: Path) -> bool:
@@ -191,7 +211,9 @@ def commit(pending: PendingSave, config: dict[str, Any]) -> Path:
         )
         write_manifest(tmp / MANIFEST, manifest)  # last: the commit record
         fsync_dir(tmp)
-        if target.exists():
+        if target.exists() and same_pieces(target, manifest):
+            pass  # a bitwise resume committed it already: keep it
+        elif target.exists():
             replace_existing(target, tmp, manifest)
         else:
             os.rename(tmp, target)  # the commit
@@ -206,12 +228,43 @@ def commit(pending: PendingSave, config: dict[str, Any]) -> Path:
 # --8<-- [end:save_sharded]
 
 
+def same_pieces(target: Path, manifest: dict[str, Any]) -> bool:
+    """The committed `target` holds the same bytes as the new commit, apart
+    from DCP's .metadata, which records a random save id and the temporary
+    path and so differs on every save."""
+    try:
+        committed_files = dict(read_manifest(target)["files"])
+    except CheckpointError:
+        return False
+    new_files = dict(manifest["files"])
+    committed_files.pop(METADATA, None)
+    new_files.pop(METADATA, None)
+    return committed_files == new_files
+
+
 def load_replicated(checkpoint: Path) -> dict[str, Any]:
     """The replicated state, after every file of the checkpoint matched its
     manifest; weights_only=True."""
     manifest = verify(checkpoint)
-    with open(checkpoint / REPLICATED_FILE, "rb") as f:
-        state = torch.load(f, weights_only=True, map_location="cpu")
+    path = checkpoint / REPLICATED_FILE
+    with open(path, "rb") as f:
+        try:
+            state = torch.load(f, weights_only=True, map_location="cpu")
+        except (pickle.UnpicklingError, RuntimeError) as err:
+            # a digest only proves "unchanged since the manifest"
+            raise CheckpointError(
+                f"{path}: matches its manifest but cannot be loaded "
+                f"safely: {first_line(err)}"
+            ) from None
+    missing = [
+        key
+        for key in REPLICATED_KEYS
+        if not isinstance(state, dict) or key not in state
+    ]
+    if missing:
+        raise CheckpointError(
+            f"{path}: not a training state, it lacks {', '.join(missing)}"
+        )
     if state[keys.STEP] != manifest[keys.STEP]:
         raise CheckpointError(
             f"{checkpoint}: the manifest says update {manifest[keys.STEP]}, "
@@ -259,11 +312,20 @@ def resume_sharded(
         # the generators' own state tensors: leaving them out of the
         # request is what keeps the fresh seeds
         del pieces[SHARD_RNG]
-    dcp.load(
-        pieces,
-        storage_reader=SafeReader(checkpoint),
-        planner=TensorOnlyPlanner(),
-    )
+    # refused here, on every rank alike, before DCP reads anything; inside
+    # dcp.load the same refusal would arrive wrapped in CheckpointException,
+    # a BaseException that `except Exception` handlers miss
+    read_metadata(checkpoint / METADATA)
+    try:
+        dcp.load(
+            pieces,
+            storage_reader=SafeReader(checkpoint),
+            planner=TensorOnlyPlanner(),
+        )
+    except CheckpointException as err:
+        raise CheckpointError(
+            f"{checkpoint}: DCP could not load it: {err}"
+        ) from None
     set_model_state_dict(trainer.model, pieces[keys.MODEL])
     set_optimizer_state_dict(
         trainer.model,
