@@ -151,7 +151,7 @@ class PendingSave:
         return self.future is None or self.future.done()
 
 
-# --8<-- [start:save_sharded]
+# --8<-- [start:start_save]
 def start_save(
     trainer: ShardedTrainer,
     folder: Path,
@@ -190,6 +190,10 @@ def start_save(
     return pending
 
 
+# --8<-- [end:start_save]
+
+
+# --8<-- [start:commit_sharded]
 def commit(pending: PendingSave, config: dict[str, Any]) -> Path:
     """Rank 0, once every rank's pieces are written (dcp.save returned, or
     the async future is done: DCP writes .metadata only after every rank
@@ -225,7 +229,7 @@ def commit(pending: PendingSave, config: dict[str, Any]) -> Path:
     return target
 
 
-# --8<-- [end:save_sharded]
+# --8<-- [end:commit_sharded]
 
 
 def same_pieces(target: Path, manifest: dict[str, Any]) -> bool:
