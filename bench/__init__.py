@@ -5,7 +5,9 @@
     python -m bench --show     # measure nothing: print the committed results as the pages do
 
 Measuring: sampler_position, save_speed, hash_speed, load_memory, loop_overhead, suite_time
-(performance.json) and serialization (serialization.json); plan.py says how much each does,
+(performance.json), serialization (serialization.json) and distributed (distributed.json:
+DCP saves over gloo ranks and throughput at several world sizes, with its workers
+distributed_save and distributed_train); plan.py says how much each does,
 common.py times, provenance.py records where and with what. The results files hold numbers and
 provenance only. From them, metrics.py derives ratios and comparisons, verdicts.py holds the
 rules (a winner only when the runs separate; a target judged only when its floor is steadier than
