@@ -1,6 +1,6 @@
 """Start W gloo ranks on this machine, run one function in each, and return
 what each returned; a rank that fails or hangs fails the call, within a
-timeout. The Scaling out page's blocks use it to run their workers."""
+timeout. The accumulation and Scaling out pages run their workers with it."""
 
 import gc
 import os
