@@ -42,6 +42,9 @@ from mkdocs.exceptions import PluginError
 PLACEHOLDER = re.compile(
     r"\{\{\s*(?P<name>[a-z_]+(?:\.[a-z0-9_-]+)*)(?::(?P<format>[^}\s]+))?\s*\}\}"
 )
+# Anything that looks like a placeholder but escaped PLACEHOLDER (an upper-case name, a stray
+# space): left alone it would reach the page as text, so the build stops instead.
+LOOKS_LIKE_ONE = re.compile(r"\{\{\s*[A-Za-z_][^{}]*\}\}")
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -378,4 +381,10 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         except Exception as err:
             raise PluginError(f"{page.file.src_uri}: {match[0]}: {err}") from err
 
-    return PLACEHOLDER.sub(fill, markdown) + VERIFIED_FOOTER.format(verified_with())
+    filled = PLACEHOLDER.sub(fill, markdown)
+    for left in LOOKS_LIKE_ONE.finditer(filled):
+        raise PluginError(
+            f"{page.file.src_uri}: {left[0]} was not filled in: a fact's name is lower-case "
+            "words joined by dots, PREFIX.NAME[:FORMAT]"
+        )
+    return filled + VERIFIED_FOOTER.format(verified_with())

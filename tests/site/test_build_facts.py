@@ -33,6 +33,13 @@ def test_an_unknown_name_fails_the_build_naming_the_page():
         fill("{{ version.torhc }}")
 
 
+@pytest.mark.parametrize("text", ["{{ fence.some-id.TOLERANCE }}", "{{ Version.torch }}"])
+def test_a_placeholder_the_hook_cannot_read_fails_the_build(text: str):
+    """An upper-case name escaped the placeholder pattern and reached the page as text."""
+    with pytest.raises(PluginError, match=r"page\.md: .* was not filled in"):
+        fill(f"a figure: {text}.")
+
+
 def test_a_missing_snippet_fails_the_build():
     with pytest.raises(PluginError, match=r"no snippet snippets/nowhere\.py"):
         fill("{{ output.nowhere }}")
