@@ -40,8 +40,8 @@ lint: setup
 test: setup lint
 	$(BIN)/pytest
 
-# make test, then what it leaves out to stay under a minute: the lab's slow runs in new
-# processes and the full fault campaign (about 2 more minutes).
+# make test, then what it leaves out: the slow runs in new processes (one-process and under
+# torchrun) and the full fault campaigns (about 20 more minutes on 2 cores).
 test-all: test
 	$(BIN)/pytest -m "slow or full" tests
 
