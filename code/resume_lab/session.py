@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.distributed.checkpoint.state_dict import (
@@ -32,7 +33,7 @@ from resume_lab.resume import resume
 from resume_lab.run_folder import LAST
 from resume_lab.sharded import build_sharded_trainer
 from resume_lab.sharded_callbacks import ShardedCheckpoint
-from resume_lab.sharded_checkpoint import resume_sharded, saved_shards
+from resume_lab.sharded_checkpoint import SHARDS, resume_sharded, saved_state
 from resume_lab.shards import ShardError, check_divisible
 from resume_lab.world import World, join, leave
 
@@ -117,10 +118,14 @@ def train_in_folder(
             f"{folder / FINAL} exists but {folder / LAST} does not; "
             "choose a new --output-dir"
         )
-    shards = shards_for(options, world, folder / LAST if resuming else None)
+    # verified once here; a sharded resume reuses it
+    saved = saved_state(folder / LAST) if resuming else None
+    shards = shards_for(
+        options, world, folder / LAST if resuming else None, saved
+    )
     if shards is not None:
         return train_sharded(
-            options, world, shards, resuming, extra_callbacks or [], log
+            options, world, shards, saved, extra_callbacks or [], log
         )
     trainer = build_trainer(
         options.config,
@@ -140,12 +145,15 @@ def train_in_folder(
 
 
 def shards_for(
-    options: TrainOptions, world: World, last: Path | None
+    options: TrainOptions,
+    world: World,
+    last: Path | None,
+    state: dict[str, Any] | None,
 ) -> int | None:
     """L for this run, or None for the one-process course path (dropout
     from the global RNG). A checkpoint's L wins; a new run takes --shards,
     else the world size under torchrun."""
-    saved = saved_shards(last) if last is not None else None
+    saved = None if state is None else int(state[SHARDS])
     if last is not None and saved is None and world.size == 1:
         if options.shards is not None:
             raise RunFolderError(
@@ -179,7 +187,7 @@ def train_sharded(
     options: TrainOptions,
     world: World,
     shards: int,
-    resuming: bool,
+    saved: dict[str, Any] | None,
     extra_callbacks: list[Callback],
     log: Callable[[str], None],
 ) -> Outcome:
@@ -196,9 +204,12 @@ def train_sharded(
         ],
     )
     resumed_at = None
-    if resuming:
+    if saved is not None:
         resume_sharded(
-            trainer, options.folder / LAST, restore_rng=options.restore_rng
+            trainer,
+            options.folder / LAST,
+            restore_rng=options.restore_rng,
+            state=saved,
         )
         resumed_at = trainer.step
         if world.is_writer:

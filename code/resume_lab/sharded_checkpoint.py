@@ -277,13 +277,14 @@ def load_replicated(checkpoint: Path) -> dict[str, Any]:
     return state
 
 
-def saved_shards(path: str | os.PathLike[str]) -> int | None:
-    """L of the run a checkpoint belongs to; None for a one-process
-    checkpoint."""
+def saved_state(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The verified replicated state of a sharded checkpoint (its L is
+    state[SHARDS]); None for a one-process checkpoint. Pass it on to
+    resume_sharded, which then does not hash every file a second time."""
     checkpoint = locate(path)
     if not checkpoint.is_dir() or not is_sharded(checkpoint):
         return None
-    return int(load_replicated(checkpoint)[SHARDS])
+    return load_replicated(checkpoint)
 
 
 # --8<-- [start:resume_sharded]
@@ -292,13 +293,13 @@ def resume_sharded(
     path: str | os.PathLike[str],
     *,
     restore_rng: bool = True,
+    state: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every rank: verify, then load its pieces of a checkpoint saved at any
-    world size whose L it divides. Returns the replicated state.
-    restore_rng=False keeps the freshly seeded dropout generators (the
-    demo's negative control)."""
+    """Every rank: verify (unless `state` is saved_state()'s), then load its
+    pieces of a checkpoint saved at any world size whose L it divides.
+    restore_rng=False: the demo's negative control."""
     checkpoint = locate(path)
-    state = load_replicated(checkpoint)
+    state = state if state is not None else load_replicated(checkpoint)
     differences = trainer.config.differences(state[keys.CONFIG])
     if differences:
         raise ConfigMismatchError(
