@@ -37,8 +37,12 @@ lint: setup
 	$(BIN)/python tests/support/fence_lint.py
 	$(BIN)/mypy
 
+# Two workers (pytest-xdist), one per core of the machine the timings in README.md come from;
+# `make test WORKERS=4` on a bigger one. A module's tests stay in one worker (--dist loadscope),
+# so a module's fixtures (the axe-core audit of every page, say) are made once.
+WORKERS ?= 2
 test: setup lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(WORKERS) --dist loadscope
 
 # make test, then what it leaves out: the slow runs in new processes (one-process and under
 # torchrun) and the full fault campaigns (about 20 more minutes on 2 cores).

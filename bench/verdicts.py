@@ -38,11 +38,15 @@ def compare(runs: dict[str, list[float]], a: str, b: str) -> dict[str, Any]:
         "loser": loser,
         "a_range": [min(ra), max(ra)],
         "b_range": [min(rb), max(rb)],
-        # how many times lower the winner's median is (1.0 when within noise)
-        "factor": (
-            statistics.median(runs[loser]) / statistics.median(runs[winner]) if winner else 1.0
-        ),
+        # how many times lower the winner's median is (1.0 when within noise; None when the
+        # winner measured zero, as a peak of memory can: no finite factor)
+        "factor": _factor(runs[loser], runs[winner]) if winner and loser else 1.0,
     }
+
+
+def _factor(loser: list[float], winner: list[float]) -> float | None:
+    lowest = statistics.median(winner)
+    return statistics.median(loser) / lowest if lowest else None
 
 
 def judge(

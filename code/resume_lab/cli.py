@@ -89,7 +89,11 @@ class UsageError(Exception):
 
 
 def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    # One write per line: under torchrun every rank shares this stream, and
+    # print() writes the text and its newline in two calls, so two ranks'
+    # lines could run together.
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
 
 
 def demo_kill_at(args: argparse.Namespace) -> int:
@@ -145,7 +149,7 @@ def cmd_distributed_demo(plan: DemoPlan) -> int:
     try:
         report = run_distributed_demo(plan)
     except LaunchError as err:
-        print(f"resume-lab demo: failed: {err}", file=sys.stderr)
+        log(f"resume-lab demo: failed: {err}")
         return EXIT_REJECTED
     write_json(plan.output_dir / "report.json", report)
     print(format_distributed_report(report, plan.output_dir))
@@ -274,33 +278,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_train(args, owns_process=argv is None)
         return cmd_demo(args) if args.command == "demo" else cmd_verify(args)
     except (UsageError, RunFolderError, ConfigError) as err:
-        print(f"resume-lab {args.command}: error: {err}", file=sys.stderr)
+        log(f"resume-lab {args.command}: error: {err}")
         return EXIT_USAGE
     except ConfigMismatchError as err:
-        print(
+        log(
             f"resume-lab {args.command}: error: {err}; "
             "rerun with the options it was made with, "
-            "or choose a new --output-dir",
-            file=sys.stderr,
+            "or choose a new --output-dir"
         )
         return EXIT_USAGE
     except CheckpointError as err:
-        print(
+        log(
             f"resume-lab {args.command}: rejected: "
-            f"{err}{newest_snapshot_hint(args)}",
-            file=sys.stderr,
+            f"{err}{newest_snapshot_hint(args)}"
         )
         return EXIT_REJECTED
     except SaveError as err:
-        print(
+        log(
             f"resume-lab {args.command}: error: {err}; "
             "free space or fix the folder, then rerun "
-            "the same command to resume from the previous checkpoint",
-            file=sys.stderr,
+            "the same command to resume from the previous checkpoint"
         )
         return EXIT_SAVE_FAILED
     except KeyboardInterrupt:
-        print(f"resume-lab {args.command}: interrupted", file=sys.stderr)
+        log(f"resume-lab {args.command}: interrupted")
         return EXIT_INTERRUPTED
 
 

@@ -281,3 +281,13 @@ def test_the_committed_numbers_support_what_the_page_says(committed: dict, shown
     assert meta["rss_file_extra_bytes"] > 10 * max(meta["rss_anon_extra_bytes"], 1)
     loop = committed["loop"]["median_s"]
     assert loop["trainer_with_saves"] >= loop["trainer"]  # writing checkpoints is never free
+
+
+def test_a_comparison_whose_winner_measured_zero_has_no_factor():
+    """A peak of memory can be zero (nothing grew above the baseline): the comparison still
+    names the winner, and states no factor rather than dividing by zero."""
+    from bench.verdicts import compare
+
+    found = compare({"meta_mmap": [270336.0], "plain": [0.0]}, "meta_mmap", "plain")
+    assert (found["winner"], found["loser"], found["factor"]) == ("plain", "meta_mmap", None)
+    assert compare({"a": [1.0], "b": [3.0, 5.0]}, "a", "b")["factor"] == 4.0

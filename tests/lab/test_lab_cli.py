@@ -206,3 +206,27 @@ def test_verify_reports_and_rejects(tmp_path: Path, capsys):
     code, _, err = run(["verify", str(folder)], capsys)
     assert code == EXIT_REJECTED
     assert_one_line_error(err, "manifest.json: missing", "not a committed checkpoint")
+
+
+class CountingStream:
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_an_error_line_is_written_in_one_call(monkeypatch, tmp_path: Path):
+    """Under torchrun every rank writes to one stderr; a line written in two
+    calls (print's text, then its newline) can run into another rank's."""
+    stream = CountingStream()
+    monkeypatch.setattr("sys.stderr", stream)
+    code = main(["verify", str(tmp_path / "missing")])
+    assert code == EXIT_USAGE
+    assert len(stream.writes) == 1, stream.writes
+    assert stream.writes[0].startswith("resume-lab verify: error: ")
+    assert stream.writes[0].endswith("\n") and stream.writes[0].count("\n") == 1

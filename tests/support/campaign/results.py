@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from bench import provenance as shared_provenance
 from resume_lab.atomic import atomic_write_bytes
@@ -18,7 +21,8 @@ RESULTS_ENV = "CAMPAIGN_RESULTS"
 RESULTS = Path(os.environ[RESULTS_ENV]).resolve() if os.environ.get(RESULTS_ENV) else None
 # One place computes provenance for the benchmarks, the build and the campaign.
 STARTED = shared_provenance.start(None, "resume_lab")
-RUN = STARTED["started"] + f"-{os.getpid()}"
+# One test run: under pytest-xdist its workers share the run's id, so their parts add up.
+RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or STARTED["started"] + f"-{os.getpid()}"
 
 
 def provenance() -> dict[str, Any]:
@@ -33,6 +37,15 @@ def record(section: str, **figures: Any) -> None:
     """
     if RESULTS is None:
         return
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    # Workers of one xdist run update the file in turn, or one's part would overwrite another's.
+    # The lock lives in the temporary folder: RESULTS may be a file the repository commits.
+    with FileLock(Path(tempfile.gettempdir()) / f"campaign-results-{os.getuid()}.lock"):
+        _merge(section, figures)
+
+
+def _merge(section: str, figures: dict[str, Any]) -> None:
+    assert RESULTS is not None
     results = json.loads(RESULTS.read_text("utf8")) if RESULTS.exists() else {}
     if results.get("provenance", {}).get("run") != RUN:
         results = {}
@@ -44,6 +57,5 @@ def record(section: str, **figures: Any) -> None:
         "trusted_wrongly": sum(part.get("trusted_wrongly", 0) for part in parts),
         "parts": len(parts),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(dict(sorted(results.items())), indent=2, sort_keys=True) + "\n"
     atomic_write_bytes(RESULTS, text.encode("utf8"))
