@@ -30,6 +30,8 @@ PYTEST_SUMMARY = re.compile(
 COUNT = re.compile(r"(?P<count>\d+) (?P<what>\w+)")
 # A line of pytest --durations: "30.64s setup    tests/browser/test_pages.py::test_x[index.html]"
 DURATION = re.compile(r"^(?P<seconds>[\d.]+)s (?:setup|call|teardown)\s+(?P<path>[^:\s]+)")
+# pytest-xdist's "created: 2/2 workers"; no such line: one process
+WORKERS = re.compile(r"^created: (?P<workers>\d+)/\d+ workers?$")
 
 
 def not_measured(reason: str) -> dict[str, Any]:
@@ -45,6 +47,14 @@ def time_by_folder(output: str) -> dict[str, float]:
             folder = "/".join(parts[:2]) if parts[0] == "tests" and len(parts) > 2 else parts[0]
             folders[folder] = folders.get(folder, 0.0) + float(match["seconds"])
     return {k: round(v, 1) for k, v in sorted(folders.items(), key=lambda kv: -kv[1])}
+
+
+def workers(output: str) -> int:
+    """How many pytest-xdist workers ran the tests (1 without xdist)."""
+    found = [
+        int(m["workers"]) for line in output.splitlines() if (m := WORKERS.match(line.strip()))
+    ]
+    return found[-1] if found else 1
 
 
 def counts(summary: str) -> dict[str, int]:
@@ -73,7 +83,9 @@ def timed_command(command: list[str], folder: Path, durations: bool = False) -> 
     return {
         "wall_s": wall,
         "returncode": proc.returncode,
+        # each test's own time, summed: over all workers, so the sum can exceed the wall time
         "by_folder_s": time_by_folder(proc.stdout) if durations else {},
+        "workers": workers(proc.stdout),
         "pytest_s": float(last["seconds"]) if last else None,
         "counts": counts(last["summary"]) if last else {},
     }
@@ -86,6 +98,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "passed": all(r["returncode"] == 0 for r in runs),
         "counts": runs[-1]["counts"],
         "by_folder_s": runs[-1]["by_folder_s"],
+        "workers": runs[-1].get("workers", 1),
         "runs": runs,
     }
 

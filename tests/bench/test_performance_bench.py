@@ -291,3 +291,21 @@ def test_a_comparison_whose_winner_measured_zero_has_no_factor():
     found = compare({"meta_mmap": [270336.0], "plain": [0.0]}, "meta_mmap", "plain")
     assert (found["winner"], found["loser"], found["factor"]) == ("plain", "meta_mmap", None)
     assert compare({"a": [1.0], "b": [3.0, 5.0]}, "a", "b")["factor"] == 4.0
+
+
+def test_the_suite_report_is_read_as_pytest_and_xdist_print_it():
+    """`make test` runs on xdist workers: the suite's bench reads how many, and each folder's
+    summed time, from the output as printed."""
+    from bench import suite_time
+
+    output = """created: 2/2 workers
+2 workers [752 items]
+30.64s setup    tests/browser/test_pages.py::test_x[index.html]
+2.50s call     docs/lab.md::[CodeFence#3][line:12]
+1.50s call     tests/browser/test_search.py::test_y
+================= 752 passed in 157.05s (0:02:37) ================="""
+    assert suite_time.workers(output) == 2
+    assert suite_time.workers("752 passed in 200.00s") == 1
+    assert suite_time.time_by_folder(output) == {"tests/browser": 32.1, "docs": 2.5}
+    summary = suite_time.PYTEST_SUMMARY.match(output.splitlines()[-1])
+    assert summary and summary["seconds"] == "157.05"
