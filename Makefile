@@ -38,8 +38,9 @@ lint: setup
 	$(BIN)/mypy
 
 # Two workers (pytest-xdist), one per core of the machine the timings in README.md come from;
-# `make test WORKERS=4` on a bigger one. A module's tests stay in one worker (--dist loadscope),
-# so a module's fixtures (the axe-core audit of every page, say) are made once.
+# `make test WORKERS=4` on a bigger one. A module's tests stay in one worker, and so do all of
+# tests/browser (tests/support/xdist_scheduling.py), so that a fixture they share (the one
+# reading of the site in the browser, say) is made once.
 WORKERS ?= 2
 test: setup lint
 	$(BIN)/pytest -n $(WORKERS) --dist loadscope

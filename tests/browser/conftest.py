@@ -13,7 +13,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import browser_axe
 import pytest
+from browser_reading import VIEWPORT, Reading
 from browser_site import SUBPATH, serve
 from browser_tab import Tab
 from built_site import BuiltSite
@@ -118,6 +120,17 @@ def under_subpath(browser, subpath_url: str) -> Iterator[Tab]:
 @pytest.fixture(scope="session")
 def from_disk(browser, disk_url: str) -> Iterator[Tab]:
     yield from _tab(browser, disk_url)
+
+
+@pytest.fixture(scope="session")
+def reading(browser, subpath_url: str, screenshot_dir: Path) -> Iterator[Reading]:
+    """The site read once under the sub-path, every page looked at in full (browser_reading.py);
+    the tab may use the clipboard, and axe-core is loaded into every page it opens."""
+    for tab in _tab(
+        browser, subpath_url, viewport=VIEWPORT, permissions=["clipboard-read", "clipboard-write"]
+    ):
+        tab.page.context.add_init_script(script=browser_axe.source())
+        yield Reading(tab, screenshot_dir)
 
 
 @pytest.fixture

@@ -1,12 +1,11 @@
 """Readable by everyone: axe-core's WCAG 2.1 A/AA rules on every page in both colour schemes,
 and the keyboard alone can reach, see and use everything.
 
-Every built page (the nav's and the 404 page) is served under the sub-path as GitHub Pages
-serves it and audited in the scheme it opens in, then switched with the site's own light/dark
-toggle and audited again with the rules that depend on colour (the markup, and so every other
-rule's finding, does not change). Two tabs take alternate pages, so two renderer processes
-audit at once. Any rule axe-core finds broken fails, with the page, the scheme, the rule and
-the elements.
+Every built page (the nav's and the 404 page) is audited in the session's one reading of the
+site under its sub-path, as GitHub Pages serves it (browser_reading.py): in the scheme it opens
+in, then switched with the site's own light/dark toggle and audited again with the rules that
+depend on colour (the markup, and so every other rule's finding, does not change). Any rule
+axe-core finds broken fails, with the page, the scheme, the rule and the elements.
 """
 
 from __future__ import annotations
@@ -19,6 +18,9 @@ from collections.abc import Iterator
 import browser_axe
 import pytest
 from browser_focus import FOCUS, problem
+from browser_palette import SCHEMES, SETTLED, SHOWN, toggle
+from browser_palette import scheme as scheme_of
+from browser_reading import VIEWPORT, Reading
 from browser_site import nav_pages
 from browser_tab import Tab
 from built_site import BuiltSite
@@ -26,73 +28,21 @@ from built_site import BuiltSite
 pytestmark = pytest.mark.browser
 
 PAGES = [p.url for p in nav_pages()] + ["404.html"]
-# The browser's colour scheme -> the theme's scheme it selects.
-SCHEMES = {"light": "default", "dark": "slate"}
-NAMED = {theme: name for name, theme in SCHEMES.items()}
-VIEWPORT = {"width": 1280, "height": 900}
 # A page with a scrolling table, code blocks, links in text and in a table, heading anchors.
 WALKED = "safetensors.html"
-SHOWN = "document.body.dataset.mdColorScheme"
 # The search answers keys once its index is loaded ("Initializing search" until then).
 SEARCH_READY = """() => !/^Initializing/.test(
   document.querySelector(".md-search-result__meta").textContent.trim())"""
-SETTLED = """() => Promise.race([
-  Promise.all(document.getAnimations().map((a) => a.finished.catch(() => null))),
-  new Promise((resolve) => setTimeout(resolve, 1000)),
-])"""
-
-
-def _tabs(browser, base: str, names, **options) -> Iterator[dict[str, Tab]]:
-    tabs = {name: Tab.open_in(browser, base, viewport=VIEWPORT, **options) for name in names}
-    yield tabs
-    for tab in tabs.values():
-        tab.close()
 
 
 @pytest.fixture(scope="module")
-def audit_tabs(browser, subpath_url: str) -> Iterator[dict[str, Tab]]:
-    """Two tabs that load axe-core into every page they open (a little cheaper than adding it
-    to each page after it has loaded)."""
-    for tabs in _tabs(browser, subpath_url, ["first", "second"]):
-        for tab in tabs.values():
-            tab.page.context.add_init_script(script=browser_axe.source())
-        yield tabs
-
-
-def _scheme(tab: Tab) -> str:
-    return NAMED[tab.page.evaluate(SHOWN)]
-
-
-# The audit needs the page as it ends up, not its transitions: with none, a switch of scheme
-# is drawn at once.
-STILL = "*, *::before, *::after { transition: none !important; animation: none !important }"
-
-
-def _toggle(tab: Tab) -> None:
-    """Switch the scheme as a reader does, with the toggle in the header; wait till it shows."""
-    tab.page.add_style_tag(content=STILL)
-    before = tab.page.evaluate(SHOWN)
-    tab.page.locator('[data-md-component="palette"] label:visible').click()
-    tab.page.wait_for_function(f"{SHOWN} !== {before!r}")
-    tab.page.evaluate(SETTLED)
-
-
-@pytest.fixture(scope="module")
-def audit(audit_tabs: dict[str, Tab]) -> dict[tuple[str, str], list[dict]]:
-    """axe-core's violations for each (page, scheme)."""
-    found = {}
-    tabs = list(audit_tabs.values())
-    for first in range(0, len(PAGES), len(tabs)):
-        batch = list(zip(tabs, PAGES[first:], strict=False))
-        for every_rule in (True, False):
-            for tab, url in batch:
-                if every_rule:
-                    tab.open(url)
-                else:
-                    _toggle(tab)
-                browser_axe.start(tab.page, every_rule=every_rule)
-            for tab, url in batch:
-                found[url, _scheme(tab)] = browser_axe.result(tab.page)
+def audit(reading: Reading) -> dict[tuple[str, str], list[dict]]:
+    """axe-core's violations for each (page, scheme), from the reading."""
+    found = {
+        (url, scheme): violations
+        for url in PAGES
+        for scheme, violations in reading.look_at(url)[1].violations.items()
+    }
     assert set(found) == {(url, scheme) for url in PAGES for scheme in SCHEMES}
     return found
 
@@ -115,17 +65,17 @@ def keyboard(browser, root_url: str) -> Iterator[dict[str, Tab]]:
         tab.close()
 
 
-def test_axe_core_is_the_pinned_version(audit, audit_tabs: dict[str, Tab]):
-    version = audit_tabs["first"].page.evaluate("axe.version")
+def test_axe_core_is_the_pinned_version(audit, reading: Reading):
+    version = reading.tab.page.evaluate("axe.version")
     assert version == browser_axe.pinned_version()
 
 
-def test_the_audit_would_catch_grey_text_and_grey_code(audit, audit_tabs: dict[str, Tab]):
+def test_the_audit_would_catch_grey_text_and_grey_code(audit, reading: Reading):
     """The checks themselves: pale text in the page and a pale comment colour are reported."""
-    tab = audit_tabs["first"]
+    tab = reading.tab  # the reading is over (`audit`): the tab is free
     tab.open(WALKED)
-    if _scheme(tab) != "light":
-        _toggle(tab)
+    if scheme_of(tab) != "light":
+        toggle(tab)
     tab.page.add_style_tag(
         content="article p:first-of-type { color: #aaa !important }"
         " .highlight .c1 { color: #ccc !important }"

@@ -1,14 +1,15 @@
-"""Every page in the nav, served on 127.0.0.1 and read in Chromium as a reader reads it."""
+"""Every page in the nav, read in Chromium as a reader reads it: the session's one reading of the
+site under its sub-path (browser_reading.py, shared with test_published and test_accessibility)."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
+from browser_reading import Reading
 from browser_site import NavPage, front_matter, has_math, mkdocs_config, nav_pages
-from browser_tab import Book, Stop, Tab, is_styled, site_path
+from browser_tab import Tab, is_styled, site_path
 
 pytestmark = pytest.mark.browser
 
@@ -18,50 +19,18 @@ SITE_DESCRIPTION = " ".join(mkdocs_config().get("site_description", "").split())
 RAW_MATH = re.compile(r"\\\(|\\\[")
 
 
-KEEP_SCREENSHOTS = bool(os.environ.get("SCREENSHOT_DIR"))
-
-
-class Reading(Book):
-    """The site read once from the first page by the "Next" links; at each page its facts,
-    a screenshot, then every code block copied with its button."""
-
-    def __init__(self, tab: Tab, screenshot_dir: Path) -> None:
-        self.screenshot_dir = screenshot_dir
-        self.clicked = False  # a copy button clicked with the mouse yet (once is enough)
-        super().__init__(tab, NAV[0].url, self.look)
-
-    def look(self, tab: Tab) -> tuple[Path, list[dict]]:
-        number = next((n for n, p in enumerate(NAV, 1) if p.url == tab.path), 0)
-        name = tab.path.removesuffix(".html").replace("/", "_")
-        shot = self.screenshot_dir / f"{number:02d}-{name}.png"
-        # Whole pages (slow) when kept, as CI keeps them; otherwise what a reader first sees.
-        tab.page.screenshot(path=shot, full_page=KEEP_SCREENSHOTS)
-        copies = tab.copy_every_block(as_a_reader=not self.clicked)
-        self.clicked = self.clicked or any(c.get("clicked") for c in copies)
-        return shot, copies
-
-    def page(self, page: NavPage) -> Stop:
-        return self(page.url)
-
-
-@pytest.fixture(scope="session")
-def read(served: Tab, screenshot_dir: Path) -> Reading:
-    return Reading(served, screenshot_dir)
-
-
 @pytest.mark.parametrize("page", NAV, ids=[p.url for p in NAV])
-def test_page_loads_with_no_error_and_nothing_from_another_host(read: Reading, page: NavPage):
-    stop = read.page(page)
+def test_page_loads_with_no_error_and_nothing_from_another_host(reading: Reading, page: NavPage):
+    stop, look = reading.look_at(page.url)
     assert stop.status == 200
     assert not stop.problems, f"{page.url}:\n" + "\n".join(stop.problems)
     assert is_styled(stop.facts), f"{page.url}: the theme's stylesheet did not apply"
-    screenshot, _ = stop.extra
-    assert screenshot.stat().st_size > 0
+    assert look.screenshot.stat().st_size > 0
 
 
 @pytest.mark.parametrize("page", NAV, ids=[p.url for p in NAV])
-def test_math_is_rendered(read: Reading, page: NavPage):
-    facts = read.page(page).facts
+def test_math_is_rendered(reading: Reading, page: NavPage):
+    facts = reading(page.url).facts
     prose = " ".join(facts["prose"].split())
     raw = [prose[max(0, m.start() - 40) : m.end() + 20] for m in RAW_MATH.finditer(prose)]
     assert not raw, f"{page.url}: raw math in the text a reader sees (the TOC too): {raw}"
@@ -73,7 +42,7 @@ def test_math_is_rendered(read: Reading, page: NavPage):
 
 
 @pytest.mark.parametrize("page", NAV, ids=[p.url for p in NAV])
-def test_the_table_of_contents_says_what_the_headings_say(read: Reading, page: NavPage):
+def test_the_table_of_contents_says_what_the_headings_say(reading: Reading, page: NavPage):
     """Headings with math or code are written out plainly in the TOC; the words must not change."""
 
     def squeezed(text: str) -> str:
@@ -82,21 +51,21 @@ def test_the_table_of_contents_says_what_the_headings_say(read: Reading, page: N
     wrong = [
         f"#{t['id']}: the TOC says {' '.join(t['entry'].split())!r}, "
         f"the heading {' '.join((t['heading'] or '(none)').split())!r}"
-        for t in read.page(page).facts["toc"]
+        for t in reading(page.url).facts["toc"]
         if t["heading"] is None or squeezed(t["entry"]) != squeezed(t["heading"])
     ]
     assert not wrong, f"{page.url}:\n" + "\n".join(dict.fromkeys(wrong))
 
 
 @pytest.mark.parametrize("page", NAV, ids=[p.url for p in NAV])
-def test_images_and_plots_load(read: Reading, page: NavPage):
-    broken = [i["src"] for i in read.page(page).facts["images"] if not i["width"]]
+def test_images_and_plots_load(reading: Reading, page: NavPage):
+    broken = [i["src"] for i in reading(page.url).facts["images"] if not i["width"]]
     assert not broken, f"{page.url}: images that did not load: {broken}"
 
 
 @pytest.mark.parametrize("page", NAV, ids=[p.url for p in NAV])
-def test_title_and_description_come_from_the_page(read: Reading, page: NavPage):
-    facts, meta = read.page(page).facts, front_matter(page)
+def test_title_and_description_come_from_the_page(reading: Reading, page: NavPage):
+    facts, meta = reading(page.url).facts, front_matter(page)
     if meta.get("title"):
         assert facts["title"] == f"{meta['title']} - {SITE_NAME}"
     elif page.url != "index.html":  # Material titles the home page with the site's name alone
@@ -105,8 +74,8 @@ def test_title_and_description_come_from_the_page(read: Reading, page: NavPage):
     assert facts["description"] == " ".join(str(meta["description"]).split())
 
 
-def test_titles_and_descriptions_differ_from_page_to_page(read: Reading):
-    facts = {page.url: read.page(page).facts for page in NAV}
+def test_titles_and_descriptions_differ_from_page_to_page(reading: Reading):
+    facts = {page.url: reading(page.url).facts for page in NAV}
     for key in ("title", "description"):
         owners: dict[str, list[str]] = {}
         for url, f in facts.items():
@@ -117,18 +86,18 @@ def test_titles_and_descriptions_differ_from_page_to_page(read: Reading):
     assert not generic, f"pages with the site's description, not their own: {generic}"
 
 
-def test_next_links_walk_the_nav_in_reading_order(read: Reading):
-    assert read.order == [p.url for p in NAV]
+def test_next_links_walk_the_nav_in_reading_order(reading: Reading):
+    assert reading.order == [p.url for p in NAV]
 
 
-def test_the_nav_links_to_every_page(read: Reading, served: Tab):
-    links = {site_path(url, served.base) for url in read.page(NAV[0]).facts["navigation"]}
+def test_the_nav_links_to_every_page(reading: Reading):
+    links = {site_path(url, reading.tab.base) for url in reading(NAV[0].url).facts["navigation"]}
     assert [p.url for p in NAV if p.url not in links] == []
 
 
 @pytest.mark.parametrize("page", NAV, ids=[p.url for p in NAV])
-def test_copy_buttons_copy_exactly_the_code(read: Reading, page: NavPage):
-    _, copies = read.page(page).extra
+def test_copy_buttons_copy_exactly_the_code(reading: Reading, page: NavPage):
+    copies = reading.look_at(page.url)[1].copies
     wrong = [
         f"block {n}: copied {c['copied']!r}, shows {c['shown']!r}"
         for n, c in enumerate(copies, 1)
@@ -137,9 +106,9 @@ def test_copy_buttons_copy_exactly_the_code(read: Reading, page: NavPage):
     assert not wrong, f"{page.url}:\n" + "\n".join(wrong)
 
 
-def test_some_page_has_a_code_block_to_copy_with_the_mouse(read: Reading):
-    assert any(read.page(page).extra[1] for page in NAV), "no copy button on any page"
-    assert read.clicked, "no copy button a reader can see and click"
+def test_some_page_has_a_code_block_to_copy_with_the_mouse(reading: Reading):
+    assert any(reading.look_at(page.url)[1].copies for page in NAV), "no copy button on any page"
+    assert reading.clicked, "no copy button a reader can see and click"
 
 
 def test_light_dark_toggle_switches_and_is_remembered(fresh_tab: Tab, screenshot_dir: Path):

@@ -1,6 +1,7 @@
 """The site where readers find it: under /<repository>/ as GitHub Pages serves it, and from disk.
 
-Each is read once as a book, from the first page by the "Next" links, as in test_pages.py.
+Each is read once as a book, from the first page by the "Next" links: under the sub-path, the
+session's one reading (browser_reading.py, shared with test_pages and test_accessibility).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from browser_reading import Reading
 from browser_site import SUBPATH, NavPage, nav_pages
 from browser_tab import Book, Tab, is_styled, site_path
 
@@ -36,18 +38,13 @@ def status_of(url: str) -> int:
 # --- under a sub-path -----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def on_pages(under_subpath: Tab) -> Book:
-    return Book(under_subpath, NAV[0].url)
-
-
 @pytest.mark.parametrize("page", NAV, ids=IDS)
-def test_page_works_under_the_sub_path(on_pages: Book, under_subpath: Tab, page: NavPage):
-    stop = on_pages(page.url)
+def test_page_works_under_the_sub_path(reading: Reading, page: NavPage):
+    stop = reading(page.url)
     assert stop.status == 200
     assert not stop.problems, "\n".join(stop.problems)
     assert is_styled(stop.facts), f"/{SUBPATH}/{page.url}: the theme's stylesheet did not apply"
-    base = under_subpath.base
+    base = reading.tab.base
     origin = base.removesuffix(f"{SUBPATH}/")
     local = {u.partition("#")[0] for u in stop.facts["links"] if u.startswith(origin)}
     outside = sorted(u for u in local if not u.startswith(base))
@@ -56,12 +53,12 @@ def test_page_works_under_the_sub_path(on_pages: Book, under_subpath: Tab, page:
     assert not dead, f"links that lead nowhere under /{SUBPATH}/: {dead}"
 
 
-def test_next_links_walk_the_nav_under_the_sub_path(on_pages: Book):
-    assert on_pages.order == IDS
+def test_next_links_walk_the_nav_under_the_sub_path(reading: Reading):
+    assert reading.order == IDS
 
 
-def test_the_sub_path_itself_opens_the_first_page(under_subpath: Tab):
-    first = under_subpath.visit(NAV[0].url).facts["title"]
+def test_the_sub_path_itself_opens_the_first_page(reading: Reading, under_subpath: Tab):
+    first = reading(NAV[0].url).facts["title"]
     for url in (under_subpath.base, under_subpath.base.rstrip("/")):
         response = under_subpath.page.goto(url)
         assert response.status == 200, url
