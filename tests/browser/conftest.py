@@ -108,8 +108,8 @@ def _tab(browser, base: str, **options) -> Iterator[Tab]:
 
 @pytest.fixture(scope="session")
 def served(browser, root_url: str) -> Iterator[Tab]:
-    """A tab on the site served at the root of 127.0.0.1:PORT, allowed to use the clipboard."""
-    yield from _tab(browser, root_url, permissions=["clipboard-read", "clipboard-write"])
+    """A tab on the site served at the root of 127.0.0.1:PORT (the search tests')."""
+    yield from _tab(browser, root_url)
 
 
 @pytest.fixture(scope="session")
