@@ -4,9 +4,9 @@ timeout. The accumulation and Scaling out pages run their workers with it.
 
 The ranks are forked from a server process (multiprocessing's forkserver)
 that has imported torch and DCP and run nothing else: a rank inherits no
-threads or locks, as with spawn, but skips the two to three seconds of
-imports that a fresh interpreter pays. The server starts once per process
-and serves every later call."""
+threads or locks, as with spawn, but skips the imports that a fresh
+interpreter pays for. The server starts once per process and serves every
+later call."""
 
 import gc
 import os
@@ -65,7 +65,9 @@ def run_ranks(
     """worker(rank, world_size, *args) in each of `world_size` new
     processes; returns their results in rank order."""
     threads = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = "1"  # each rank inherits it
+    # the server, started by the first call, inherits it (and each rank
+    # sets one thread itself)
+    os.environ["OMP_NUM_THREADS"] = "1"
     with tempfile.TemporaryDirectory() as out:
         try:
             # each rank imports the worker by its module name: it must live
@@ -99,3 +101,8 @@ def run_ranks(
             torch.load(Path(out) / f"rank{rank}.pt", weights_only=False)
             for rank in range(world_size)
         ]
+
+
+def parent(rank: int, world_size: int) -> int:
+    """A worker that returns the process its rank was forked from."""
+    return os.getppid()
