@@ -165,7 +165,7 @@ def save_checkpoint(run: Path, state: dict[str, Any], info: dict[str, Any],
 
 def prune(run: Path) -> None:
     keep = {read_pointer(run, "latest"), read_pointer(run, "best")}
-    steps = sorted(p.name for p in run.glob("step-*"))
+    steps = sorted(p.name for p in run.glob("step-" + "[0-9]" * 6))
     for name in steps[:-KEEP_LAST]:
         if name not in keep:
             shutil.rmtree(run / name)
