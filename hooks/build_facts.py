@@ -20,12 +20,19 @@ run first and the order of `hooks:` in mkdocs.yml does not matter.
   printed with thousands separators unless a format is given.
 - `{{ claims.NAME }}`: counts and tables computed from the claims ledger, `docs/claims.yml`
   (`claims.total`, `claims.asserted`, `claims.stated`, `claims.percent`, `claims.tables`, ...).
+- `{{ recipe.NAME }}`: from `snippets/recipe.py`'s syntax tree, read now: where it defines the
+  top-level function NAME, decorators included (`{{ recipe.save_checkpoint }}` gives
+  "lines A–B"; `{{ recipe.FIRST-LAST }}`, from one function's first line to another's last),
+  or the value of its constant NAME in upper case (`{{ recipe.micro_batch }}`
+  gives MICRO_BATCH's 32); `{{ recipe.length }}`: how many lines the file has. A page points at
+  the recipe's lines and quotes its settings without typing a number an edit would make wrong.
 
 An unknown name fails the build, so a typo cannot reach a reader.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import json
@@ -228,6 +235,51 @@ def fence_value(dotted: str, spec: str | None) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     return str(value)
+
+
+# --- where the recipe does it: {{ recipe.NAME }}, {{ recipe.length }} ----------------------
+
+RECIPE = ROOT / "snippets" / "recipe.py"
+
+
+def definitions(path: Path) -> tuple[dict[str, tuple[int, int]], dict[str, object]]:
+    """Each top-level function or class of `path`, with its first line (a decorator's, if it has
+    one) and its last; and each top-level constant assigned a literal (`MICRO_BATCH = 32`)."""
+    spans: dict[str, tuple[int, int]] = {}
+    constants: dict[str, object] = {}
+    for node in ast.parse(path.read_text("utf8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            spans[node.name] = (first, node.end_lineno or node.lineno)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id.isupper():
+                    constants[target.id] = node.value.value
+    return spans, constants
+
+
+@source("recipe")
+def recipe_fact(name: str, spec: str | None = None) -> str:
+    """`recipe.FUNCTION` -> "lines A–B"; `recipe.FIRST-LAST` -> from FIRST's first line to
+    LAST's last; `recipe.constant` -> CONSTANT's value (names are lower-case in a placeholder);
+    `recipe.length` -> the file's number of lines."""
+    if name == "length":
+        return str(len(RECIPE.read_text("utf8").splitlines()))
+    spans, constants = definitions(RECIPE)
+    start, _, end = name.partition("-")  # `recipe.fsync_dir-write_synced`: from one to the other
+    if start in spans and (end or start) in spans:
+        first, last = spans[start][0], spans[end or start][1]
+        if last < first:
+            raise LookupError(f"{end!r} comes before {start!r} in {RECIPE.relative_to(ROOT)}")
+        return f"lines {first}\u2013{last}"
+    if name.upper() in constants:
+        value = constants[name.upper()]
+        return format(value, spec) if spec is not None else str(value)
+    known = [n for n in spans if n == n.lower()] + [c.lower() for c in constants]
+    raise LookupError(
+        f"{RECIPE.relative_to(ROOT)} defines no top-level function or constant {name!r}; "
+        f"known: recipe.length, {', '.join(f'recipe.{n}' for n in known)}"
+    )
 
 
 # --- the claims ledger: {{ claims.NAME }} ---------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -69,3 +70,40 @@ def test_bench_values_come_from_the_results_file(tmp_path, monkeypatch):
         fill("{{ bench.demo.save.median }}")
     with pytest.raises(PluginError, match="run `make bench`"):
         fill("{{ bench.missing.x }}")
+
+
+RECIPE = ROOT / "snippets" / "recipe.py"
+
+
+def span(placeholder: str) -> tuple[int, int]:
+    """(first, last) from "lines FIRST–LAST", as the page shows it."""
+    text = fill(placeholder).partition("\n")[0]
+    assert text.startswith("lines "), text
+    first, _, last = text.removeprefix("lines ").partition("\u2013")
+    return int(first), int(last)
+
+
+def test_recipe_lines_are_read_from_the_file_itself():
+    lines = RECIPE.read_text("utf8").splitlines()
+    first, last = span("{{ recipe.save_checkpoint }}")
+    assert lines[first - 1].startswith("def save_checkpoint(")
+    # its last line: the next one is blank or starts another top-level statement
+    assert lines[last - 1].startswith("    ") and not lines[last].startswith(" ")
+    assert fill("{{ recipe.length }}").startswith(f"{len(lines)}\n")
+
+
+def test_recipe_lines_start_at_a_decorator_and_span_from_one_function_to_another():
+    lines = RECIPE.read_text("utf8").splitlines()
+    first, _ = span("{{ recipe.evaluate }}")
+    assert lines[first - 1].startswith("@") and lines[first].startswith("def evaluate(")
+    capture, restore = span("{{ recipe.capture_rng }}"), span("{{ recipe.restore_rng }}")
+    assert span("{{ recipe.capture_rng-restore_rng }}") == (capture[0], restore[1])
+
+
+def test_recipe_constants_and_unknown_names():
+    micro_batch = re.search(r"^MICRO_BATCH = (\d+)", RECIPE.read_text("utf8"), re.M)
+    assert fill("{{ recipe.micro_batch }}").startswith(f"{micro_batch[1]}\n")
+    with pytest.raises(PluginError, match=r"defines no top-level function or constant 'nowhere'"):
+        fill("{{ recipe.nowhere }}")
+    with pytest.raises(PluginError, match=r"comes before"):
+        fill("{{ recipe.restore_rng-capture_rng }}")
