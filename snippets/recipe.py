@@ -32,8 +32,8 @@ EVAL_EVERY = 10  # updates between evaluations
 PATIENCE = 5  # evaluations without a new best before stopping early
 KEEP_LAST = 2  # checkpoints kept besides the best one
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: "try again later" to a scheduler
-# What decides the run's numbers: a folder is resumed only with the same.
-SAME_RUN = ("steps", "accum", "seed", "device")
+SAME_RUN = ("steps", "accum", "seed", "device")  # a resume must not change
+STATE_KEYS = {"model", "optimizer", "scheduler", "progress", "rng"}
 
 
 class Refused(Exception):
@@ -157,9 +157,9 @@ def save_checkpoint(run: Path, state: dict[str, Any], info: dict[str, Any],
     else:
         os.rename(tmp, run / name)  # the commit
         fsync_dir(run)
-    set_pointer(run, "latest", name)
-    if best:  # this evaluation is the best so far
+    if best:  # before `latest`: a kill in between repeats this save
         set_pointer(run, "best", name)
+    set_pointer(run, "latest", name)
     prune(run)
 
 
@@ -177,27 +177,28 @@ def load_checkpoint(folder: Path, options: dict[str, Any]) -> Any:
     try:
         manifest = json.loads(path.read_bytes())
         made, digest = manifest["options"], manifest["sha256"]["state.pt"]
+        changed = [key for key in SAME_RUN if made.get(key) != options[key]]
+        data = (folder / "state.pt").read_bytes()  # hash and load these bytes
     except OSError as e:
-        raise Refused(f"refused {path}: {e.strerror}") from None
-    except (ValueError, KeyError, TypeError):
+        raise Refused(f"refused {e.filename}: {e.strerror}") from None
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise Refused(f"refused {path}: not a manifest of ours") from None
-    for key in SAME_RUN:
-        if made.get(key) != options[key]:
-            raise Refused(f"{folder.parent} was made with --{key} "
-                          f"{made.get(key)}, not {options[key]}: use the "
-                          "same or another --output-dir", code=2)  # fmt: skip
+    if changed:
+        key = changed[0]  # name the first option that changed
+        raise Refused(f"{folder.parent} was made with --{key} "
+                      f"{made.get(key)}, not {options[key]}: use the same "
+                      "or another --output-dir", code=2)  # fmt: skip
     path = folder / "state.pt"
-    try:
-        data = path.read_bytes()  # hash and load these very bytes
-    except OSError as e:
-        raise Refused(f"refused {path}: {e.strerror}") from None
     if hashlib.sha256(data).hexdigest() != digest:
         raise Refused(f"refused {path}: its SHA-256 is not the manifest's")
     try:  # weights_only: tensors and plain containers, never code
-        return torch.load(io.BytesIO(data), "cpu", weights_only=True)
+        state = torch.load(io.BytesIO(data), "cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError):
-        why = "torch.load(weights_only=True) will not unpickle it"
-        raise Refused(f"refused {path}: {why}") from None
+        state = None
+    if not isinstance(state, dict) or set(state) != STATE_KEYS:
+        why = "not a training state that torch.load(weights_only=True) loads"
+        raise Refused(f"refused {path}: {why}")
+    return state
 
 
 # ---- SIGTERM and SIGINT: stop at the next update boundary
@@ -241,7 +242,6 @@ def train(args: argparse.Namespace) -> int:
     for leftover in run.glob("tmp-step-*"):  # never committed: drop them
         shutil.rmtree(leftover)
     options = {k: getattr(args, k) for k in SAME_RUN}
-
     torch.manual_seed(args.seed)  # the initial weights
     x, y, val_x, val_y = (t.to(device) for t in make_data(args.seed))
     model = make_model().to(device)
