@@ -27,7 +27,7 @@ def test_the_site_serves_the_recipe_as_it_is_in_snippets(site: BuiltSite):
 
 def test_the_recipe_page_links_to_the_served_file(site: BuiltSite):
     page = site.root / "recipe.html"
-    links = re.findall(r'<a [^>]*href="([^"]*recipe\.py)"', page.read_text("utf8"))
+    links = re.findall(r'<a [^>]*href="((?:[^"]*/)?recipe\.py)"', page.read_text("utf8"))
     assert links, "no link to recipe.py on the recipe page"
     for link in links:
         # relative, so that it works from a copy of the site opened from disk too
