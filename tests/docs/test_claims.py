@@ -14,7 +14,8 @@ read; for a test, the test function's body. A helper that asserts on the fence's
 does not count: the assertion must be visible where the proof is.
 
 Every python fence on every page is either the proof of some entry (it has an id that an
-entry names) or is marked as an illustration, ```` ```{.python .illustration} ````, which
+entry names), an exercise's solution, ```` ```{.python .exercise} ```` (run, and it must assert
+its answer), or is marked as an illustration, ```` ```{.python .illustration} ````, which
 renders as a class on the block and is still run. Pages listed under `pending_pages` in the
 ledger are not yet ledgered: their fences are reported, not failed.
 """
@@ -37,6 +38,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 LEDGER = DOCS / "claims.yml"
 ILLUSTRATION = ".illustration"
+# An exercise's folded solution: run with the page and asserting its answer, so that a solution
+# that stops being right fails the suite; it proves no claim of the ledger.
+EXERCISE = ".exercise"
 ENTRY_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 FENCE_PROOF = re.compile(r"^(?P<page>[\w-]+\.md)#(?P<id>[\w-]+)$")
 TEST_PROOF = re.compile(r"^(?P<file>tests/[\w/]+\.py)::(?P<name>\w+)(?P<params>\[.*\])?$")
@@ -256,7 +260,12 @@ def unaccounted(page: Path) -> list[str]:
     for fence in python_fences(page):
         name, illustration = fence_id(fence), ILLUSTRATION in fence.options
         where = f"{page.relative_to(ROOT)}:{fence.line}"
-        if name and illustration:
+        if EXERCISE in fence.options:
+            if name or illustration or "notest" in fence.options:
+                found.append(f"{where}: an exercise's solution has no id, {ILLUSTRATION} or notest")
+            elif not has_assertion_in(fence):
+                found.append(f"{where}: an exercise's solution must assert its answer")
+        elif name and illustration:
             found.append(f"{where}: both an id (#{name}) and {ILLUSTRATION}; choose one")
         elif name and f"{page.name}#{name}" not in proofs:
             found.append(f"{where}: fence #{name} is the proof of no entry in the ledger")
