@@ -134,10 +134,8 @@ def lab_value(path: str, spec: str | None) -> str:
 
 
 # Every page says which versions its code blocks were executed on.
-VERIFIED_FOOTER = (
-    "\n\n---\n\n<small>Verified with {}: every code block on this page ran on these versions "
-    "when the site was built and tested.</small>\n"
-)
+# One short line: the versions this copy of the page was tested with.
+VERIFIED_FOOTER = "\n\n<small>Tested with {}.</small>\n"
 _outputs: dict[tuple[Path, float], str] = {}
 
 
@@ -311,7 +309,8 @@ def page_title(name: str) -> str:
 
 def page_order() -> list[str]:
     """Pages in the order the nav lists them (mkdocs.yml), then any others."""
-    nav = re.findall(r":\s*([\w-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text("utf8"), re.M)
+    text = (ROOT / "mkdocs.yml").read_text("utf8")
+    nav = re.findall(r"^\s*-\s*(?:[^:\n]+:\s*)?([\w-]+\.md)\s*$", text, re.M)
     return nav + sorted(p.name for p in DOCS.glob("*.md") if p.name not in nav)
 
 

@@ -53,11 +53,11 @@ def test_output_is_what_the_snippet_prints_when_run():
         text=True,
         check=True,
     ).stdout
-    assert fill("{{ output.three_clocks }}").startswith(printed.rstrip("\n") + "\n\n---")
+    assert fill("{{ output.three_clocks }}").startswith(printed.rstrip("\n") + "\n\n<small>")
 
 
 def test_every_page_states_the_versions_it_was_verified_with():
-    assert f"Verified with torch {torch.__version__}" in fill("# A page")
+    assert f"Tested with torch {torch.__version__}, numpy" in fill("# A page")
 
 
 def test_bench_values_come_from_the_results_file(tmp_path, monkeypatch):

@@ -66,7 +66,15 @@ def _flatten(items: list, title: str | None = None) -> Iterator[NavPage]:
                 yield from _flatten(value)
             elif not re.match(r"^[a-z][a-z0-9+.-]*://", value):  # external links are not pages
                 url = PurePosixPath(value).with_suffix(".html").as_posix()
-                yield NavPage(label or PurePosixPath(value).stem, value, url)
+                yield NavPage(label or page_title(value), value, url)
+
+
+def page_title(src: str) -> str:
+    """A page's title, from its front matter: the nav's label for a page listed without one."""
+    text = (DOCS / src).read_text("utf8")
+    match = re.match(r"^---\n(.*?)\n---\n", text, re.S)
+    title = (yaml.safe_load(match[1]) or {}).get("title") if match else None
+    return str(title) if title else PurePosixPath(src).stem
 
 
 def nav_pages() -> list[NavPage]:
