@@ -37,17 +37,23 @@ lint: setup
 	$(BIN)/python tests/support/fence_lint.py
 	$(BIN)/mypy
 
+# The inner loop, run after each change: lint, then every test but the heavy, slow and full ones
+# (tests/support/tiers.py), the site built once and one page of it audited in Chromium.
 # Two workers (pytest-xdist), one per core of the machine the timings in README.md come from;
 # `make test WORKERS=4` on a bigger one. A module's tests stay in one worker, and so do all of
 # tests/browser (tests/support/xdist_scheduling.py), so that a fixture they share (the one
 # reading of the site in the browser, say) is made once.
 WORKERS ?= 2
+INNER := not slow and not full and not heavy
 test: setup lint
-	$(BIN)/pytest -n $(WORKERS) --dist loadscope
+	$(BIN)/pytest -n $(WORKERS) --dist loadscope -m "$(INNER)"
 
-# make test, then what it leaves out: the slow runs in new processes (one-process and under
-# torchrun) and the full fault campaigns (about 20 more minutes on 2 cores).
+# make test, then what it leaves out, each test once: the heavy tier on the workers (the
+# browser's reading of every page, torchrun's quick tier, the page blocks that start gloo
+# ranks), then, in one process as before, the slow runs in new processes (one-process and
+# under torchrun) and the full fault campaigns.
 test-all: test
+	$(BIN)/pytest -n $(WORKERS) --dist loadscope -m heavy
 	$(BIN)/pytest -m "slow or full" tests
 
 lab: setup

@@ -10,4 +10,4 @@
 (tests/support is on pytest's path: pyproject.toml, `pythonpath`.)
 """
 
-pytest_plugins = ["fence_runner", "site_fixture", "xdist_scheduling"]
+pytest_plugins = ["fence_runner", "site_fixture", "xdist_scheduling", "tiers"]

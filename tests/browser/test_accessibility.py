@@ -25,7 +25,8 @@ from browser_site import nav_pages
 from browser_tab import Tab
 from built_site import BuiltSite
 
-pytestmark = pytest.mark.browser
+# make test-all's; make test looks at one page only (test_smoke.py)
+pytestmark = [pytest.mark.browser, pytest.mark.heavy]
 
 PAGES = [p.url for p in nav_pages()] + ["404.html"]
 # A page with a scrolling table, code blocks, links in text and in a table, heading anchors.

@@ -11,7 +11,8 @@ from browser_reading import Reading
 from browser_site import NavPage, front_matter, has_math, mkdocs_config, nav_pages
 from browser_tab import Tab, is_styled, site_path
 
-pytestmark = pytest.mark.browser
+# make test-all's; make test looks at one page only (test_smoke.py)
+pytestmark = [pytest.mark.browser, pytest.mark.heavy]
 
 NAV = nav_pages()
 SITE_NAME = mkdocs_config()["site_name"]

@@ -16,7 +16,8 @@ from browser_reading import Reading
 from browser_site import SUBPATH, NavPage, nav_pages
 from browser_tab import Book, Tab, is_styled, site_path
 
-pytestmark = pytest.mark.browser
+# make test-all's; make test looks at one page only (test_smoke.py)
+pytestmark = [pytest.mark.browser, pytest.mark.heavy]
 
 NAV = nav_pages()
 IDS = [p.url for p in NAV]

@@ -7,7 +7,8 @@ from browser_site import NavPage, distinctive_word, nav_pages
 from browser_tab import Tab, site_path
 from built_site import BuiltSite
 
-pytestmark = pytest.mark.browser
+# make test-all's; make test looks at one page only (test_smoke.py)
+pytestmark = [pytest.mark.browser, pytest.mark.heavy]
 
 NAV = nav_pages()
 BY_SOURCE = {p.src: p for p in NAV}

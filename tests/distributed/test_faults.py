@@ -4,8 +4,8 @@ A sharded checkpoint is a directory DIR/step-NNNNNN/ holding each rank's `__R_0.
 `.metadata`, rank 0's `train_state.pt` and the manifest, committed by one rename from a
 `tmp-...` directory (resume_lab.sharded_checkpoint).
 
-Quick tier (`make test`), on one preempted W = 2 torchrun run made once per module, each test on
-a copy of its folder:
+Quick tier, on one preempted W = 2 torchrun run made once per module, each test on a copy of its
+folder (marked `heavy`: `make test-all` runs them, `make test` launches no torchrun):
 
 - a bit flip, a truncation or a deletion of either rank's `.distcp` is refused by `verify`
   (exit 1, naming the file) and by the resume, which loads nothing first (spied: torch.load,
@@ -13,9 +13,10 @@ a copy of its folder:
 - a crafted pickle in `.metadata` (or in `train_state.pt`), with the manifest re-sealed to match
   it, is refused by `verify` and by the resume and never runs; the same bytes do run under plain
   pickle.load in a process of their own, and under DCP's own reader;
-- no save writes into an existing checkpoint directory: DCP writes into a fresh `tmp-` directory
-  with overwrite=False, a re-save of a committed update leaves the committed files untouched,
-  and DCP's default (overwrite=True) would have changed them in place.
+- (one process, in `make test`) no save writes into an existing checkpoint directory: DCP
+  writes into a fresh `tmp-` directory with overwrite=False, a re-save of a committed update
+  leaves the committed files untouched, and DCP's default (overwrite=True) would have changed
+  them in place.
 
 Slow tier: the same refusals by a real `torchrun` resume; one rank SIGKILLed at random moments
 of `train --steps 60 --save-every 1` (torchrun tears the group down, `verify DIR/last` at once,
@@ -403,6 +404,7 @@ def assert_not_resumed(folder: Path, output: str) -> None:
     assert not (folder / "final.pt").exists()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("shard", SHARD_FILES)
 @pytest.mark.parametrize("damage", list(DAMAGES))
 def test_a_damaged_shard_is_refused_before_anything_is_loaded(
@@ -426,6 +428,7 @@ def test_a_damaged_shard_is_refused_before_anything_is_loaded(
     assert "step-000004 verifies: to resume from it, ln -sfn step-000004" in resumed.err
 
 
+@pytest.mark.heavy
 def test_an_intact_copy_resumes_and_the_spies_see_it(run_copy: Path, loads: list[str]):
     """The control: the same command on an undamaged copy resumes (at W = 1, from the W = 2
     checkpoint) and finishes, and every spied load is seen."""
@@ -439,6 +442,7 @@ def test_an_intact_copy_resumes_and_the_spies_see_it(run_copy: Path, loads: list
 PLANTED = [(METADATA, "Path.touch"), (METADATA, "os.system"), (STATE, "Path.touch")]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("file", "how"), PLANTED)
 def test_a_crafted_pickle_with_a_resealed_manifest_never_runs(
     run_copy: Path, tmp_path: Path, file: str, how: str
@@ -485,6 +489,7 @@ def test_a_crafted_pickle_with_a_resealed_manifest_never_runs(
         assert marker.exists()
 
 
+@pytest.mark.heavy
 def test_a_refused_metadata_at_resume_is_reported_as_rejected(run_copy: Path, tmp_path: Path):
     checkpoint = (run_copy / LAST).resolve()
     plant(checkpoint, METADATA, pickle.dumps(Payload("Path.touch", tmp_path / "ran")))
@@ -494,6 +499,7 @@ def test_a_refused_metadata_at_resume_is_reported_as_rejected(run_copy: Path, tm
     assert f"rejected: {checkpoint / METADATA}: refused, not loaded" in resumed.err
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("content", ["a crafted pickle", "tensors, no training state"])
 def test_an_unloadable_train_state_is_reported_as_rejected(
     run_copy: Path, tmp_path: Path, content: str

@@ -88,9 +88,10 @@ def stop_then_resume(
         assert run.returncode == expected, run.stderr[-3000:]
 
 
-# --- quick tier ---------------------------------------------------------------
+# --- quick tier: make test-all's (heavy), each test launches torchrun ----------
 
 
+@pytest.mark.heavy
 def test_a_run_stopped_at_two_ranks_resumes_bitwise_in_one_process(tmp_path: Path) -> None:
     whole = uninterrupted(tmp_path, 2)
     folder = tmp_path / "elastic"
@@ -100,6 +101,7 @@ def test_a_run_stopped_at_two_ranks_resumes_bitwise_in_one_process(tmp_path: Pat
     assert differing == []
 
 
+@pytest.mark.heavy
 def test_shards_that_the_world_size_does_not_divide_are_refused_in_one_line(tmp_path: Path) -> None:
     run = train(2, tmp_path / "run", "--steps", "4", "--shards", "3")
     worker_lines = [

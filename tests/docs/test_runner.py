@@ -30,6 +30,11 @@ class Sample:
     # --8<-- [end:method]
 """
 
+# One process forked by the means snippets/gloo_ranks.py starts its ranks with.
+START_ONE = (
+    "import torch.multiprocessing as mp\nmp.start_processes(print, nprocs=1, start_method='fork')"
+)
+
 PAGES = {
     "whole": '# Whole\n\n```python\n--8<-- "snippets/sample.py"\n```\n',
     "section": '# Section\n\n```python\nx = 1\n--8<-- "snippets/sample.py:check"\n```\n',
@@ -39,6 +44,13 @@ PAGES = {
     "missing": '```python\n--8<-- "snippets/nowhere.py"\n```\n',
     "method": '```python\n--8<-- "snippets/sample.py:method"\nassert twice(None, 2) == 4\n```\n',
     "numbered": "# Title\n\ntext\n\n```python\na = 1\nassert a == 2\n```\n",
+    # gloo ranks (tests/support/tiers.py): a block that starts processes says so with `.ranks`
+    "ranks_unmarked": f"```python\n{START_ONE}\n```\n",
+    "ranks_marked": (
+        "```{.python .ranks fixture:request}\n"
+        f"assert request.node.get_closest_marker('heavy')\n{START_ONE}\n```\n"
+    ),
+    "ranks_idle": "```{.python .ranks}\nx = 1\n```\n",
 }
 
 
@@ -50,7 +62,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     # The plugins the conftest registers come from our tests/support, as in our pyproject.toml;
     # the ini file also makes the project pytest's rootdir, which include lines are relative to.
     support = ROOT / "tests" / "support"
-    (project / "pytest.ini").write_text(f"[pytest]\npythonpath = {support}\n")
+    (project / "pytest.ini").write_text(
+        f"[pytest]\npythonpath = {support}\nmarkers =\n    heavy: make test-all's\n"
+    )
     # The root conftest also loads the site-build fixture; this project builds no site.
     (project / "site_fixture.py").write_text("")
     (project / "snippets").mkdir()
@@ -117,3 +131,18 @@ def test_line_numbers_inside_containers_match_the_page(report):
     # The blank line under `=== "Tab"` is kept, so the fence body stays on line 4.
     assert "docs/tab.md:4 in <module>" in report["tracebacks"]
     assert "docs/note.md:3 in <module>" in report["tracebacks"]
+
+
+def test_a_block_that_starts_ranks_unannounced_fails_before_it_starts_them(report):
+    assert report["ranks_unmarked"] == "failed"
+    assert "the block at docs/ranks_unmarked.md:1 starts processes" in report["tracebacks"]
+    assert "add `.ranks` to the fence's options" in report["tracebacks"]
+
+
+def test_a_block_marked_ranks_is_heavy_and_may_start_them(report):
+    assert report["ranks_marked"] == "passed"
+
+
+def test_a_block_marked_ranks_that_starts_none_fails(report):
+    assert report["ranks_idle"] == "failed"
+    assert "has `.ranks` in its options but started no gloo ranks" in report["tracebacks"]
