@@ -11,7 +11,15 @@ from .fmt import fmt_ratio, fmt_time, listing
 
 
 def table_md(sizes: dict[str, dict[str, Any]]) -> str:
-    """One column per size; per operation one row per variant, then torch ÷ safetensors."""
+    """One column per size; per operation one row per variant, then their ratio.
+
+    The names are short, so that the table fits the page's column without wrapping; the page
+    says what they stand for: `overhead` is the bytes over the tensors' own, `ratio` is torch's
+    median over safetensors', `pread` is `backend="pread"` (read into memory), `mmap` is
+    `torch.load(mmap=True)` or `load_file`'s default backend, and the three ways to get one
+    tensor are a whole `torch.load`, a `.clone()` of it out of a mapped `torch.load`, and
+    `safe_open(backend="pread").get_tensor`.
+    """
     results = list(sizes.values())
     header = "| operation | variant | " + " | ".join(r["label"] for r in results) + " |"
     lines = [header, "| --- | --- | " + " | ".join("---:" for _ in results) + " |"]
@@ -19,38 +27,29 @@ def table_md(sizes: dict[str, dict[str, Any]]) -> str:
     def row(operation: str, variant: str, cells: list[str]) -> None:
         lines.append(f"| {operation} | {variant} | " + " | ".join(cells) + " |")
 
-    count = results[0]["tensors"]
     row(
-        "bytes over the raw data",
+        "overhead",
         "torch.save",
         [f"+{r['overhead_bytes']['torch']:,} B" for r in results],
     )
     row("", "safetensors", [f"+{r['overhead_bytes']['safetensors']:,} B" for r in results])
     variants = (
         ("save", "save", ("torch.save", "save_file")),
-        ("eager_load", "eager full load", ("torch.load", 'load_file(backend="pread")')),
-        ("lazy_open", "lazy open", ("torch.load(mmap=True)", "load_file (mmap)")),
+        ("eager_load", "eager load", ("torch.load", "load_file, pread")),
+        ("lazy_open", "lazy open", ("torch.load, mmap", "load_file, mmap")),
     )
     for op, title, (torch_name, st_name) in variants:
         row(f"**{title}**", torch_name, [fmt_time(r[op]["median_s"]["torch"]) for r in results])
         row("", st_name, [fmt_time(r[op]["median_s"]["safetensors"]) for r in results])
-        row("", "*torch ÷ safetensors*", [f"*{fmt_ratio(r[op]['ratio'])}*" for r in results])
+        row("", "*ratio*", [f"*{fmt_ratio(r[op]['ratio'])}*" for r in results])
     one = [r["one_tensor"] for r in results]
     row(
-        f"**one tensor of {count}**",
-        "full torch.load, then pick",
+        "**one tensor**",
+        "torch.load",
         [fmt_time(o["median_s"]["torch_full"]) for o in one],
     )
-    row(
-        "",
-        "torch.load(mmap=True)[name].clone()",
-        [fmt_time(o["median_s"]["torch_mmap"]) for o in one],
-    )
-    row(
-        "",
-        'safe_open(backend="pread").get_tensor(name)',
-        [fmt_time(o["median_s"]["safetensors"]) for o in one],
-    )
+    row("", "torch.load, mmap", [fmt_time(o["median_s"]["torch_mmap"]) for o in one])
+    row("", "safe_open, pread", [fmt_time(o["median_s"]["safetensors"]) for o in one])
     return "\n".join(lines)
 
 

@@ -428,9 +428,16 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
 
     def fill(match: re.Match) -> str:
         try:
-            return lookup(match["name"], match["format"])
+            value = lookup(match["name"], match["format"])
         except Exception as err:
             raise PluginError(f"{page.file.src_uri}: {match[0]}: {err}") from err
+        # A placeholder alone on an indented line (a fence or a table inside a fold) gives
+        # every line of its value that indentation, so the value stays inside the container.
+        line_start = markdown.rfind("\n", 0, match.start()) + 1
+        indent = markdown[line_start : match.start()]
+        if indent and not indent.strip():
+            value = value.replace("\n", "\n" + indent)
+        return value
 
     filled = PLACEHOLDER.sub(fill, markdown)
     for left in LOOKS_LIKE_ONE.finditer(filled):

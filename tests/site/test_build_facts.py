@@ -72,6 +72,18 @@ def test_bench_values_come_from_the_results_file(tmp_path, monkeypatch):
         fill("{{ bench.missing.x }}")
 
 
+def test_a_multi_line_value_keeps_the_indentation_of_its_placeholder():
+    """Inside a fold, every line of the output stays in the fold's fence."""
+    printed = fill("{{ output.serialization_view_bytes }}").split("\n\n<small>")[0].splitlines()
+    assert len(printed) > 1
+    fold = '??? success "Proof"\n    ```text\n    {{ output.serialization_view_bytes }}\n    ```\n'
+    folded = fill(fold)
+    body = folded.split("```text\n")[1].split("    ```")[0].splitlines()
+    assert body == ["    " + line if line else "    " for line in printed]
+    # In running text the value is put in as it is.
+    assert fill("a {{ output.serialization_view_bytes }}").startswith("a " + "\n".join(printed))
+
+
 RECIPE = ROOT / "snippets" / "recipe.py"
 
 
