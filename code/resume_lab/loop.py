@@ -32,10 +32,13 @@ DETERMINISTIC_FIELDS = (
 )
 
 
+# --8<-- [start:trainer_class]
 class Trainer:
     """Training state plus the loop.
 
     Everything a checkpoint needs is an attribute here."""
+
+    # --8<-- [end:trainer_class]
 
     def __init__(
         self,
