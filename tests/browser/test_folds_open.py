@@ -33,3 +33,32 @@ def test_a_page_with_every_fold_open_passes_axe_core(scheme_tab, site: BuiltSite
     violations = browser_axe.result(tab)
     where = f"{page.url} ({scheme} scheme, {opened} folds open)"
     assert not violations, browser_axe.describe(where, violations)
+
+
+def test_a_link_to_a_folded_proof_opens_its_fold(browser, site: BuiltSite):
+    """Claims and proofs links to each proof block by its id; a proof inside a fold must show
+    when the link is followed (Chromium opens the <details> around a fragment's target)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    tab.goto((site.root / "claims.html").as_uri())
+    links = tab.evaluate(
+        "() => [...document.querySelectorAll('article a[href*=\"#\"]')].map(a => a.href)"
+    )
+    folded = []
+    for link in dict.fromkeys(links):
+        page, _, target = link.partition("#")
+        if not target or page.endswith("claims.html"):
+            continue
+        tab.goto(link)
+        state = tab.evaluate(
+            """(id) => { const e = document.getElementById(id);
+                         const d = e && e.closest('details');
+                         return e ? (d ? (d.open ? 'open' : 'closed') : 'none') : 'missing'; }""",
+            target,
+        )
+        assert state != "closed", f"{link}: the fold around the proof stays closed"
+        folded.append(state)
+        if folded.count("open") >= 5:
+            break
+    context.close()
+    assert "open" in folded, "no link from Claims and proofs leads into a fold"
