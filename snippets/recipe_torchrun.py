@@ -40,8 +40,7 @@ EVAL_EVERY = 10  # updates between evaluations
 PATIENCE = 5  # evaluations without a new best before stopping early
 KEEP_LAST = 2  # checkpoints kept besides the best one
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: "try again later" to a scheduler
-# What decides the run's numbers: a folder is resumed only with the same.
-SAME_RUN = ("steps", "accum", "seed", "device")
+SAME_RUN = ("steps", "accum", "seed", "device")  # a resume must not change
 RANK = int(os.environ.get("RANK", "0"))  # torchrun sets both
 WORLD = int(os.environ.get("WORLD_SIZE", "1"))
 
@@ -158,9 +157,9 @@ def save_checkpoint(run: Path, model: nn.Module, opt: Any,
     else:
         os.rename(tmp, run / name)  # the commit
         fsync_dir(run)
-    set_pointer(run, "latest", name)
-    if best:  # this evaluation is the best so far
+    if best:  # before `latest`: a kill in between repeats this save
         set_pointer(run, "best", name)
+    set_pointer(run, "latest", name)
     keep = {name, read_pointer(run, "best")}  # and the last KEEP_LAST
     for old in sorted(run.glob("step-" + "[0-9]" * 6))[:-KEEP_LAST]:
         if old.name not in keep:
@@ -177,13 +176,14 @@ def verify(folder: Path, options: dict[str, Any]) -> None:
     try:
         manifest = json.loads(path.read_bytes())
         made, digests = manifest["options"], dict(manifest["sha256"])
-    except (OSError, ValueError, KeyError, TypeError):
+        changed = [key for key in options if made.get(key) != options[key]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         raise Refused(f"refused {path}: no manifest of ours") from None
-    for key, value in options.items():
-        if made.get(key) != value:
-            raise Refused(f"{folder.parent} was made with --{key} "
-                          f"{made.get(key)}, not {value}: use the "
-                          "same or another --output-dir", code=2)  # fmt: skip
+    if changed:
+        key = changed[0]  # name the first option that changed
+        raise Refused(f"{folder.parent} was made with --{key} "
+                      f"{made.get(key)}, not {options[key]}: use the same "
+                      "or another --output-dir", code=2)  # fmt: skip
     names = {p.name for p in folder.iterdir()} - {"manifest.json"}
     if names != digests.keys():
         raise Refused(f"refused {folder}: not the files its manifest lists")

@@ -418,6 +418,9 @@ def test_random_kills_leave_latest_verified_at_once_and_resume_bitwise(tmp_path:
             tally["verified_at_once"] += 1
         else:
             problems.append(f"kill {i} ({kind}): latest {checkpoint} does not verify")
+        best = folder / "best"  # from the first evaluation on; swapped before latest
+        if best.exists() and not verifies(folder / best.read_text().strip(), world=2):
+            problems.append(f"kill {i} ({kind}): best does not verify")
         copy = tmp_path / f"resumed-{i}"
         shutil.copytree(folder, copy)
         resumed = launch(torchrun(2, copy, *options, "--save-every", "1000"))
