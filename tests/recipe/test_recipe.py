@@ -478,7 +478,7 @@ def real(
 def _real_processes_start_first(request: pytest.FixtureRequest) -> None:
     """Each real process spends about two seconds of CPU importing torch: start them all
     before the forked runs, so that this overlaps them (if a selected test uses them)."""
-    items = [item for item in request.session.items if item.module is request.module]
+    items = [i for i in request.session.items if getattr(i, "module", None) is request.module]
     if any("real" in getattr(item, "fixturenames", ()) for item in items):
         request.getfixturevalue("real")
 
