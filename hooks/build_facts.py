@@ -19,7 +19,8 @@ run first and the order of `hooks:` in mkdocs.yml does not matter.
   A format spec may follow a colon: `{{ fence.clip-nonfinite.entries:, }}`. Integers are
   printed with thousands separators unless a format is given.
 - `{{ claims.NAME }}`: counts and tables computed from the claims ledger, `docs/claims.yml`
-  (`claims.total`, `claims.asserted`, `claims.stated`, `claims.percent`, `claims.tables`, ...).
+  (`claims.total`, `claims.make_test`, `claims.make_test_all`, `claims.recorded`,
+  `claims.stated`, `claims.tables`, ...).
 - `{{ recipe.NAME }}`: from `snippets/recipe.py`'s syntax tree, read now: where it defines the
   top-level function NAME, decorators included (`{{ recipe.save_checkpoint }}` gives
   "lines A–B"; `{{ recipe.FIRST-LAST }}`, from one function's first line to another's last),
@@ -333,17 +334,28 @@ def proof_link(proof: str) -> str:
     return f'<a href="{get_relative_url(target.url, page.url)}#{fence_id}">code</a>'
 
 
+# What each status means on the claims page, in the ledger's words (docs/claims.yml).
+STATUS_WORDS = {
+    "make-test": "proved by `make test`",
+    "make-test-all": "proved by `make test-all` only",
+    "recorded": "reads recorded results",
+}
+
+
 def claims_counts() -> dict[str, int]:
     entries = ledger()["claims"]
-    asserted = sum(e["status"] == "asserted" for e in entries)
+    proved = [e for e in entries if e["status"] in STATUS_WORDS]
     course = [e for e in entries if e.get("source") == "course"]
     return {
         "total": len(entries),
-        "asserted": asserted,
-        "stated": len(entries) - asserted,
-        "percent": 100 * asserted // len(entries),
+        "asserted": len(proved),
+        "make_test": sum(e["status"] == "make-test" for e in entries),
+        "make_test_all": sum(e["status"] == "make-test-all" for e in entries),
+        "recorded": sum(e["status"] == "recorded" for e in entries),
+        "stated": len(entries) - len(proved),
+        "percent": 100 * len(proved) // len(entries),
         "course_total": len(course),
-        "course_asserted": sum(e["status"] == "asserted" for e in course),
+        "course_asserted": sum(e["status"] in STATUS_WORDS for e in course),
         "pages": len({e["page"].partition("#")[0] for e in entries}),
     }
 
@@ -355,18 +367,22 @@ def claims_tables() -> str:
         rows = [e for e in entries if e["page"].partition("#")[0] == name]
         if not rows:
             continue
-        asserted = sum(e["status"] == "asserted" for e in rows)
+        counts = ", ".join(
+            f"{n} {words}"
+            for status, words in [*STATUS_WORDS.items(), ("stated", "stated")]
+            if (n := sum(e["status"] == status for e in rows))
+        )
         lines = [
             f"## {page_title(name)}",
             "",
-            f"[{page_title(name)}]({name}): {asserted} of {len(rows)} claims asserted.",
+            f"[{page_title(name)}]({name}): {len(rows)} claims; {counts}.",
             "",
             "| claim | status | stated in | proof |",
             "| --- | --- | --- | --- |",
         ]
         for e in rows:
-            status = "asserted" if e["status"] == "asserted" else f"stated: {e['reason']}"
-            proof = proof_link(e["proof"]) if e["status"] == "asserted" else "—"
+            status = STATUS_WORDS.get(e["status"]) or f"stated: {e['reason']}"
+            proof = proof_link(e["proof"]) if e["status"] in STATUS_WORDS else "—"
             claim = e["claim"].replace("|", "\\|")
             status = status.replace("|", "\\|")
             lines.append(f"| {claim} | {status} | [section]({e['page']}) | {proof} |")
@@ -378,7 +394,7 @@ def claims_stated_list() -> str:
     return "\n".join(
         f"- {e['claim']} *Stated: {e['reason']}* ([where]({e['page']}))"
         for e in ledger()["claims"]
-        if e["status"] != "asserted"
+        if e["status"] == "stated"
     )
 
 

@@ -1,6 +1,16 @@
 """The claims ledger, docs/claims.yml: every entry resolves, every python fence is accounted for.
 
-An entry is `asserted` with a `proof`, or `stated` with a `reason`. A proof is either
+An entry's status says which command proves it, and the test checks that it does:
+
+- `make-test`: its proof runs in `make test` (the inner loop);
+- `make-test-all`: its proof runs only in `make test-all` (the heavy, slow or full tiers);
+- `recorded`: its proof reads results a measurement recorded and the repository keeps
+  (docs/assets/bench/); the command that records them is named in the proof;
+- `stated`: nothing here runs it, and `reason` says why.
+
+Every entry also carries `quote:`, the claimed sentence (or a distinctive part of it) as the
+built page renders it; tests/site/test_claim_quotes.py checks that it stands in the named
+section, so editing a claimed sentence fails until someone re-reads its proof. A proof is either
 
 - a fence, `PAGE.md#ID`: the python fence on PAGE written ```` ```{.python #ID} ````
   (superfences puts the id on the rendered block, so the claims page links to it), or
@@ -41,6 +51,16 @@ ILLUSTRATION = ".illustration"
 # An exercise's folded solution: run with the page and asserting its answer, so that a solution
 # that stops being right fails the suite; it proves no claim of the ledger.
 EXERCISE = ".exercise"
+# Statuses with a proof, and what runs it.
+PROVED = {
+    "make-test": "`make test`",
+    "make-test-all": "`make test-all`",
+    "recorded": "reads recorded results",
+}
+# The marker expression of `make test` (Makefile, INNER).
+INNER = "not slow and not full and not heavy"
+# A proof whose code names the committed results folder reads recorded results.
+READS_RECORDED = re.compile(r"""assets/bench|["']assets["']\s*/\s*["']bench["']""")
 ENTRY_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 FENCE_PROOF = re.compile(r"^(?P<page>[\w-]+\.md)#(?P<id>[\w-]+)$")
 TEST_PROOF = re.compile(r"^(?P<file>tests/[\w/]+\.py)::(?P<name>\w+)(?P<params>\[.*\])?$")
@@ -51,7 +71,8 @@ FILL_IN = (
     "    claim: One sentence, in our words.\n"
     "    page: PAGE.md#section-anchor\n"
     "    source: course   # or site\n"
-    "    status: asserted\n"
+    "    status: make-test   # or make-test-all, recorded (see the ledger's header)\n"
+    "    quote: The sentence as the page renders it.\n"
     "    proof: PAGE.md#some-id\n"
     "or mark the fence as not proving anything: ```{.python .illustration}"
 )
@@ -105,12 +126,13 @@ def rendered_ids(page_name: str) -> tuple[str, ...]:
 
 
 @cache
-def collected() -> frozenset[str]:
-    """Node ids pytest collects from the pages and from every test file a proof names."""
+def collected(markers: str = "") -> frozenset[str]:
+    """Node ids pytest collects from the pages and from every test file a proof names, with
+    `-m markers` (every one by default; INNER: those `make test` runs)."""
     files = sorted(
         {m["file"] for e in entries() if (m := TEST_PROOF.match(str(e.get("proof", ""))))}
     )
-    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "--color=no", "-m", ""]
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "--color=no", "-m", markers]
     run = subprocess.run(
         [*command, "docs", *files],
         cwd=ROOT,
@@ -146,19 +168,34 @@ def fence_sources(fence: Fence, resolve) -> list[tuple[str, str]]:
 
 
 def proof_problems(entry: dict, resolve) -> list[str]:
+    problems, tier = proof_tier(entry, resolve)
+    status = entry.get("status")
+    if tier is not None and status != tier:
+        problems.append(
+            f"status {status!r}, but its proof is {tier!r}: {PROVED[tier]} "
+            + ("runs it" if tier != "recorded" else "(it reads docs/assets/bench)")
+        )
+    return problems
+
+
+def proof_tier(entry: dict, resolve) -> tuple[list[str], str | None]:
+    """What is wrong with the entry's proof, and which status it earns (None if unresolved)."""
     proof = str(entry["proof"])
     if fence := FENCE_PROOF.match(proof):
         page, name = fence["page"], fence["id"]
         if not (DOCS / page).is_file():
-            return [f"proof {proof}: no page docs/{page}"]
+            return [f"proof {proof}: no page docs/{page}"], None
         found = fences_by_id().get((page, name))
         if found is None:
-            return [f"proof {proof}: no python fence written ```{{.python #{name}}} on {page}"]
+            return [
+                f"proof {proof}: no python fence written ```{{.python #{name}}} on {page}"
+            ], None
         problems = []
         if "notest" in found.options:
             problems.append(f"proof {proof}: the fence is notest, so it never runs")
         node = f"docs/{page}::"
-        if not any(c.startswith(node) and c.endswith(f"[line:{found.line}]") for c in collected()):
+        ours = [c for c in collected() if c.startswith(node) and c.endswith(f"[line:{found.line}]")]
+        if not ours:
             problems.append(f"proof {proof}: pytest collects no fence at {page}:{found.line}")
         sources = fence_sources(found, resolve)
         if not any(has_assertion(ast.parse(code)) for _, code in sources):
@@ -166,25 +203,34 @@ def proof_problems(entry: dict, resolve) -> list[str]:
                 f"proof {proof} ({page}:{found.line}): no assertion in "
                 + ", ".join(where for where, _ in sources)
             )
-        return problems
+        code = "\n".join(code for _, code in sources)
+        return problems, tier_of(code, inner=bool(set(ours) & collected(INNER)))
     if test := TEST_PROOF.match(proof):
         path = ROOT / test["file"]
         if not path.is_file():
-            return [f"proof {proof}: no file {test['file']}"]
+            return [f"proof {proof}: no file {test['file']}"], None
+        text = path.read_text("utf8")
         functions = {
             node.name: node
-            for node in ast.walk(ast.parse(path.read_text("utf8")))
+            for node in ast.walk(ast.parse(text))
             if isinstance(node, ast.FunctionDef)
         }
         if test["name"] not in functions:
-            return [f"proof {proof}: {test['file']} defines no {test['name']}"]
+            return [f"proof {proof}: {test['file']} defines no {test['name']}"], None
         problems = []
         if proof not in collected():
             problems.append(f"proof {proof}: pytest does not collect it")
         if not has_assertion(functions[test["name"]]):
             problems.append(f"proof {proof}: the test has no assertion")
-        return problems
-    return [f"proof {proof!r}: neither PAGE.md#FENCE-ID nor tests/FILE.py::TEST"]
+        code = ast.get_source_segment(text, functions[test["name"]]) or ""
+        return problems, tier_of(code, inner=proof in collected(INNER))
+    return [f"proof {proof!r}: neither PAGE.md#FENCE-ID nor tests/FILE.py::TEST"], None
+
+
+def tier_of(code: str, *, inner: bool) -> str:
+    if READS_RECORDED.search(code):
+        return "recorded"
+    return "make-test" if inner else "make-test-all"
 
 
 def entry_problems(entry: dict) -> list[str]:
@@ -201,14 +247,14 @@ def entry_problems(entry: dict) -> list[str]:
     if entry.get("source") not in ("course", "site"):
         problems.append("source must be `course` (the course text says it) or `site`")
     status = entry.get("status")
-    if status == "asserted":
+    if status in PROVED:
         if "proof" not in keys or "reason" in keys:
-            problems.append("an asserted claim has a proof and no reason")
+            problems.append(f"a claim with status {status} has a proof and no reason")
     elif status == "stated":
         if not entry.get("reason") or "proof" in keys:
             problems.append("a stated claim has a reason and no proof")
     else:
-        problems.append("status must be `asserted` or `stated`")
+        problems.append(f"status must be one of {', '.join([*PROVED, 'stated'])}")
     page, _, anchor = str(entry.get("page", "")).partition("#")
     if not (DOCS / page).is_file() or not page.endswith(".md"):
         problems.append(f"page {page!r}: no such page in docs/")
@@ -232,7 +278,7 @@ def test_every_proof_resolves_is_collected_and_asserts(include_resolver):
     problems = [
         f"{e['id']}: {p}"
         for e in entries()
-        if e.get("status") == "asserted"
+        if e.get("status") in PROVED
         for p in proof_problems(e, include_resolver)
     ]
     assert not problems, "\n".join(problems)
@@ -255,7 +301,7 @@ def test_fence_ids_are_unique_and_do_not_clash_with_headings():
 
 
 def unaccounted(page: Path) -> list[str]:
-    proofs = {str(e.get("proof")) for e in entries() if e.get("status") == "asserted"}
+    proofs = {str(e.get("proof")) for e in entries() if e.get("status") in PROVED}
     found = []
     for fence in python_fences(page):
         name, illustration = fence_id(fence), ILLUSTRATION in fence.options
@@ -301,7 +347,10 @@ def test_every_python_fence_proves_a_claim_or_is_an_illustration(page: Path):
 
 def test_counts_are_computed_and_the_promise_holds():
     text = (DOCS / "index.md").read_text("utf8")
-    assert "{{ claims.asserted }}" in text and "{{ claims.total }}" in text
-    assert "{{ claims.tables }}" in (DOCS / "claims.md").read_text("utf8")
-    asserted = sum(e["status"] == "asserted" for e in entries())
+    claims_page = (DOCS / "claims.md").read_text("utf8")
+    for count in ("total", "make_test", "make_test_all", "recorded", "stated"):
+        placeholder = f"{{{{ claims.{count} }}}}"
+        assert placeholder in text and placeholder in claims_page, placeholder
+    assert "{{ claims.tables }}" in claims_page
+    asserted = sum(e["status"] in PROVED for e in entries())
     assert asserted >= 0.95 * len(entries()), f"{asserted} of {len(entries())} asserted"
