@@ -10,7 +10,7 @@ JS_STAMP := node_modules/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve build test test-all lint lab bench clean
+.PHONY: setup serve build test test-all test-versions lint lab bench clean
 
 setup: $(PY_STAMP) $(JS_STAMP)
 
@@ -32,8 +32,8 @@ build: setup
 	$(BIN)/mkdocs build --strict -d site
 
 lint: setup
-	$(BIN)/ruff check --no-cache code snippets tests hooks bench conftest.py
-	$(BIN)/ruff format --no-cache --check code snippets tests hooks bench conftest.py
+	$(BIN)/ruff check --no-cache code snippets tests hooks bench versions conftest.py
+	$(BIN)/ruff format --no-cache --check code snippets tests hooks bench versions conftest.py
 	$(BIN)/python tests/support/fence_lint.py
 	$(BIN)/mypy
 
@@ -55,6 +55,14 @@ test: setup lint
 test-all: test
 	$(BIN)/pytest -n $(WORKERS) --dist loadscope -m heavy
 	$(BIN)/pytest -m "slow or full" tests
+
+# The pages' blocks and the ledger's test proofs on torch 2.8.0 (the course text's release) and
+# the newest release pip installs here, each in an environment of its own under build/ (CUDA
+# builds from the registry: 5.5-6.5 GB each, run on the CPU), and on .venv's torch. Results per
+# claim land in docs/assets/versions/ and the What changed page renders them. Not part of
+# make test-all or CI (gigabytes of download); the scheduled workflow runs it.
+test-versions: setup
+	$(BIN)/python -m versions
 
 lab: setup
 	$(BIN)/python -m resume_lab demo --output-dir build/lab

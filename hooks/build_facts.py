@@ -18,6 +18,8 @@ run first and the order of `hooks:` in mkdocs.yml does not matter.
   has run, seeded as the tests seed it: a figure in the prose is the one its proof computed.
   A format spec may follow a colon: `{{ fence.clip-nonfinite.entries:, }}`. Integers are
   printed with thousands separators unless a format is given.
+- `{{ versions.NAME }}`: the runs of the ledger's proofs on other torch releases that
+  `make test-versions` recorded in `docs/assets/versions/` (versions/matrix.py).
 - `{{ claims.NAME }}`: counts and tables computed from the claims ledger, `docs/claims.yml`
   (`claims.total`, `claims.make_test`, `claims.make_test_all`, `claims.recorded`,
   `claims.stated`, `claims.tables`, ...).
@@ -72,6 +74,7 @@ def importable() -> None:
 importable()
 import lab_report  # noqa: E402
 from bench import provenance  # noqa: E402
+from versions import matrix as versions_matrix  # noqa: E402
 
 # --- the registry: one source per prefix ---------------------------------------------------
 
@@ -279,6 +282,15 @@ def recipe_fact(name: str, spec: str | None = None) -> str:
         f"{RECIPE.relative_to(ROOT)} defines no top-level function or constant {name!r}; "
         f"known: recipe.length, {', '.join(f'recipe.{n}' for n in known)}"
     )
+
+
+# --- other torch releases: {{ versions.NAME }} ----------------------------------------------
+
+
+@source("versions")
+def versions_value(name: str, spec: str | None = None) -> str:
+    """From the runs `make test-versions` recorded (versions/matrix.py)."""
+    return versions_matrix.value(name, installed()["torch"])
 
 
 # --- the claims ledger: {{ claims.NAME }} ---------------------------------------------------

@@ -59,8 +59,11 @@ PROVED = {
 }
 # The marker expression of `make test` (Makefile, INNER).
 INNER = "not slow and not full and not heavy"
-# A proof whose code names the committed results folder reads recorded results.
-READS_RECORDED = re.compile(r"""assets/bench|["']assets["']\s*/\s*["']bench["']""")
+# A proof whose code names the committed results folders (or reads the recorded runs on other
+# torch releases, versions/matrix.py) reads recorded results.
+READS_RECORDED = re.compile(
+    r"""assets/(bench|versions)|["']assets["']\s*/\s*["']bench["']|\bmatrix\.run"""
+)
 ENTRY_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 FENCE_PROOF = re.compile(r"^(?P<page>[\w-]+\.md)#(?P<id>[\w-]+)$")
 TEST_PROOF = re.compile(r"^(?P<file>tests/[\w/]+\.py)::(?P<name>\w+)(?P<params>\[.*\])?$")

@@ -1,0 +1,1 @@
+"""Run the pages' claims on other torch releases: `make test-versions` (python -m versions)."""

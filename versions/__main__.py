@@ -1,0 +1,204 @@
+"""Run the ledger's proofs on other torch releases and record, per claim, what happened.
+
+    python -m versions                    # torch 2.8.0, the newest pip installs, and .venv's
+    python -m versions --torch 2.8.0      # one release
+    python -m versions --record-only      # rewrite the results from the last runs' raw files
+
+Each release gets an environment of its own under build/torch-SPEC (a CUDA build of torch
+from the registry, 5.5-6.5 GB with its nvidia packages; it runs on the CPU), with the
+project's other pins and the lab installed without dependencies, so the pin on 2.13.0 does
+not pull torch back. "newest" is whatever pip installs for a bare `torch` here; the results
+are named by the version the environment reports, never by a version typed here.
+
+In each environment pytest runs every block on the pages and every test the ledger names as a
+proof, as a plain `pytest` does (the slow and full tiers left out: they are recorded as not
+run). The results land in docs/assets/versions/torch-VERSION.json: for each claim of the
+ledger, `passed`, `failed` with the first failing page line and the message, or `not run`
+and why. The site's *What changed since 2.8* page renders its matrix from these files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "assets" / "versions"
+BUILD = ROOT / "build"
+DEFAULT_SPECS = ("2.8.0", "newest", "installed")
+# What a plain `pytest` leaves out (pyproject.toml); those proofs are recorded as not run.
+MARKERS = "not slow and not full"
+TIMEOUT_S = 3 * 3600
+TEST_PROOF = re.compile(r"^tests/[\w/]+\.py::")
+# Tests of the recorded runs themselves: they read what this module writes, so running them
+# inside a run would judge a half-written record. They run in `make test`, on the pinned torch.
+OF_THE_RECORD = "tests/docs/test_versions.py"
+FENCE_PROOF = re.compile(r"^(?P<page>[\w-]+\.md)#(?P<id>[\w-]+)$")
+
+
+def python_of(spec: str) -> Path:
+    if spec == "installed":
+        return ROOT / ".venv" / "bin" / "python"
+    return BUILD / f"torch-{spec}" / "bin" / "python"
+
+
+def make_environment(spec: str) -> Path:
+    """build/torch-SPEC with torch SPEC and the project's other pins; reused when stamped."""
+    python = python_of(spec)
+    if spec == "installed":
+        return python
+    folder = python.parents[1]
+    pins = [
+        line
+        for line in (ROOT / "requirements.txt").read_text("utf8").splitlines()
+        if line.strip() and not line.startswith(("#", "torch=="))
+    ]
+    stamp = folder / ".installed"
+    wanted = "\n".join([spec, *pins])
+    if stamp.is_file() and stamp.read_text("utf8") == wanted:
+        return python
+    if not python.is_file():
+        subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    torch = "torch" if spec == "newest" else f"torch=={spec}"
+    subprocess.run([*pip, torch, *pins], check=True)
+    subprocess.run([*pip, "--no-deps", "--no-build-isolation", "-e", str(ROOT)], check=True)
+    stamp.write_text(wanted, "utf8")
+    return python
+
+
+def ledger() -> list[dict]:
+    return yaml.safe_load((ROOT / "docs" / "claims.yml").read_text("utf8"))["claims"]
+
+
+def fence_lines() -> dict[tuple[str, str], int]:
+    """(page, fence id) → the line of its opening fence, as pytest-markdown-docs names it."""
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
+    from fence_census import fences
+
+    found = {}
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for fence in fences(page.read_text("utf8")):
+            for option in fence.options:
+                if option.startswith("#"):
+                    found[(page.name, option[1:])] = fence.line
+    return found
+
+
+def run_pytest(python: Path, raw: Path) -> subprocess.CompletedProcess[str]:
+    """Run, keeping beside the raw results where each fence stood when the run began."""
+    files = {str(e["proof"]).partition("::")[0] for e in ledger() if is_test(e)}
+    files = sorted(files - {OF_THE_RECORD})
+    raw.unlink(missing_ok=True)
+    where = [[page, name, line] for (page, name), line in fence_lines().items()]
+    raw.with_suffix(".fences.json").write_text(json.dumps(where), "utf8")
+    command = [str(python), "-m", "pytest", "-p", "versions.report", "-p", "no:xdist"]
+    command += ["-q", "--color=no", "-m", MARKERS, "docs", *files]
+    environment = {**os.environ, "VERSIONS_REPORT": str(raw), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        command,
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+
+
+def is_test(entry: dict) -> bool:
+    return bool(TEST_PROOF.match(str(entry.get("proof", ""))))
+
+
+def nodes_of(entry: dict, lines: dict[tuple[str, str], int], rows: dict[str, dict]) -> list[dict]:
+    proof = str(entry.get("proof", ""))
+    if fence := FENCE_PROOF.match(proof):
+        line = lines.get((fence["page"], fence["id"]))
+        prefix, suffix = f"docs/{fence['page']}::", f"[line:{line}]"
+        return [r for n, r in rows.items() if n.startswith(prefix) and n.endswith(suffix)]
+    return [r for n, r in rows.items() if n == proof]
+
+
+def verdict(entry: dict, found: list[dict]) -> dict[str, str]:
+    if entry["status"] == "stated":
+        return {"result": "stated"}
+    if str(entry.get("proof", "")).startswith(OF_THE_RECORD):
+        return {"result": "not run", "message": "a test of the recorded runs themselves"}
+    failed = [r for r in found if r["outcome"] == "failed"]
+    if failed:
+        first = failed[0]
+        return {"result": "failed", **{k: first[k] for k in ("where", "message") if k in first}}
+    if any(r["outcome"] == "passed" and r["when"] == "call" for r in found):
+        return {"result": "passed"}
+    if found:
+        return {"result": "skipped", "message": str(found[0].get("message", ""))}
+    why = "slow or full tier" if entry["status"] == "make-test-all" else "not collected"
+    return {"result": "not run", "message": why}
+
+
+def describe(python: Path) -> dict[str, str]:
+    script = "import torch, sys; print(torch.__version__); print(sys.version.split()[0])"
+    out = subprocess.run(
+        [str(python), "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return {"torch": out[0], "python": out[1]}
+
+
+def record(spec: str, raw: Path, summary: str) -> Path:
+    python = python_of(spec)
+    versions = describe(python)
+    rows: dict[str, dict] = {}
+    for line in raw.read_text("utf8").splitlines():
+        row = json.loads(line)
+        if row["node"] not in rows or row["outcome"] == "failed":
+            rows[row["node"]] = row
+    fences = json.loads(raw.with_suffix(".fences.json").read_text("utf8"))
+    lines = {(page, name): line for page, name, line in fences}
+    claims = {e["id"]: verdict(e, nodes_of(e, lines, rows)) for e in ledger()}
+    release = versions["torch"].split("+")[0]
+    out = RESULTS / f"torch-{release}.json"
+    results = {
+        "torch": versions["torch"],
+        "release": release,
+        "python": versions["python"],
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, no GPU",
+        "date": datetime.date.today().isoformat(),
+        "command": f"python -m versions --torch {spec}",
+        "pytest": summary,
+        "claims": claims,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1, sort_keys=False) + "\n", "utf8")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--torch", action="append", help="2.8.0, newest or installed")
+    parser.add_argument("--record-only", action="store_true")
+    options = parser.parse_args()
+    for spec in options.torch or DEFAULT_SPECS:
+        raw = BUILD / f"versions-{spec}.jsonl"
+        summary_file = raw.with_suffix(".summary")
+        if not options.record_only:
+            python = make_environment(spec)
+            print(f"torch {spec}: running the pages and the ledger's tests", flush=True)
+            run = run_pytest(python, raw)
+            lines = run.stdout.strip().splitlines()
+            summary_file.write_text(lines[-1] if lines else run.stderr[-300:], "utf8")
+        out = record(spec, raw, summary_file.read_text("utf8"))
+        print(f"torch {spec}: {summary_file.read_text('utf8')} -> {out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
