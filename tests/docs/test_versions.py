@@ -56,7 +56,7 @@ def test_the_corrections_hold_on_every_recorded_release():
         for e in entries()
         if e["page"].startswith("changes.md#")
         and "changed_since" not in e
-        and e["status"] != "stated"
+        and e["status"] in ("make-test", "make-test-all")  # not this test's own entry
     ]
     assert corrections
     problems = [
