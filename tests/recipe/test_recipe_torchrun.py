@@ -336,7 +336,9 @@ def test_a_flipped_byte_in_a_shard_is_refused_by_every_rank(stopped: Stopped, tm
     assert ours == [f"recipe_torchrun.py: refused {shard}: its SHA-256 is not the manifest's"], (
         run.stderr[-3000:]
     )
-    assert run.returncode == 1 and sorted(exit_codes(run.stderr)) == [1, 1]
+    codes = sorted(exit_codes(run.stderr))
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert codes == [1, 1], f"torchrun's report lists the workers' exit codes {codes}"
     assert "resumed" not in run.stdout and not (folder / "final.pt").exists()
 
 
