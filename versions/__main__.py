@@ -96,8 +96,8 @@ def fence_lines() -> dict[tuple[str, str], int]:
 
 def run_pytest(python: Path, raw: Path) -> subprocess.CompletedProcess[str]:
     """Run, keeping beside the raw results where each fence stood when the run began."""
-    files = {str(e["proof"]).partition("::")[0] for e in ledger() if is_test(e)}
-    files = sorted(files - {OF_THE_RECORD})
+    proofs = {str(e["proof"]).partition("::")[0] for e in ledger() if is_test(e)}
+    files = sorted(proofs - {OF_THE_RECORD})
     raw.unlink(missing_ok=True)
     where = [[page, name, line] for (page, name), line in fence_lines().items()]
     raw.with_suffix(".fences.json").write_text(json.dumps(where), "utf8")
