@@ -29,8 +29,8 @@ from resume_lab.data import make_blobs
 from resume_lab.evaluate import evaluate
 from resume_lab.progress import Progress
 
-from .common import medians
-from .plan import Plan
+from ..plan import Plan
+from ..timing import medians
 
 
 class UpdateClock(Callback):
