@@ -125,7 +125,7 @@ def world_name(w: dict[str, Any]) -> str:
 
 
 def rate_outcome(c: dict[str, Any], worlds: dict[str, Any]) -> str:
-    """verdicts.compare on seconds per update, worded in updates per second."""
+    """timing.compare on seconds per update, worded in updates per second."""
     a, b = worlds[c["a"]], worlds[c["b"]]
     if c["winner"]:
         win, lose = worlds[c["winner"]], worlds[c["loser"]]
