@@ -70,7 +70,15 @@ def method(plan: dict[str, Any]) -> str:
 
 
 def derive(out: dict[str, Any]) -> None:
-    s, save, vl, loop = out["sampler"], out["save"], out["verify_load"], out["loop"]
+    """Ratios, rates, spreads and comparisons, added next to the numbers they come from."""
+    derive_sampler(out["sampler"])
+    derive_save(out["save"])
+    derive_hashing(out["hashing"], out["save"])
+    derive_verify_load(out["verify_load"])
+    derive_loop(out["loop"])
+
+
+def derive_sampler(s: dict[str, Any]) -> None:
     for entry in s["per_k"].values():
         m = entry["median_s"]
         entry["speedup"] = m["replay"] / m["start"]
@@ -78,6 +86,9 @@ def derive(out: dict[str, Any]) -> None:
     first, last = s["per_k"][f"k_{s['ks'][0]}"], s["per_k"][f"k_{s['ks'][-1]}"]
     s["flat_ratio"] = last["median_s"]["start"] / first["median_s"]["start"]
     s["speedup"], s["cold_speedup"] = last["speedup"], last["cold_speedup"]
+
+
+def derive_save(save: dict[str, Any]) -> None:
     for size in save.values():
         runs, m, lab = size["runs_s"], size["median_s"], f"save_{size['default_hash']}"
         other = next(f"save_{a}" for a in HASH_NAMES if f"save_{a}" != lab)
@@ -91,7 +102,10 @@ def derive(out: dict[str, Any]) -> None:
             "helper_vs_inline": compare(runs, lab, "inline"),
             "default_vs_other": compare(runs, lab, other),
         }
-    for key, h in out["hashing"].items():
+
+
+def derive_hashing(hashing: dict[str, Any], save: dict[str, Any]) -> None:
+    for key, h in hashing.items():
         sizes = {
             n: h["file_bytes" if n.startswith("file_") else "memory_bytes"] for n in h["median_s"]
         }
@@ -102,6 +116,9 @@ def derive(out: dict[str, Any]) -> None:
             "file": compare(h["runs_s"], "file_blake3", "file_sha256"),
             "threads_vs_one": compare(h["runs_s"], "memory_blake3_threads", "memory_blake3"),
         }
+
+
+def derive_verify_load(vl: dict[str, Any]) -> None:
     vl["model"] = f"{vl['model_layers']} × Linear({vl['model_width']}, {vl['model_width']})"
     vl["verify"]["gb_per_s"] = vl["file_bytes"] / vl["verify"]["median_s"] / GB
     peaks = {
@@ -114,6 +131,9 @@ def derive(out: dict[str, Any]) -> None:
         "lab_vs_plain": compare(peaks, "load_checkpoint", "plain"),
         "meta_vs_plain": compare(peaks, "meta_mmap", "plain"),
     }
+
+
+def derive_loop(loop: dict[str, Any]) -> None:
     rates = {name: loop["updates"] / seconds for name, seconds in loop["median_s"].items()}
     loop["updates_per_s"] = rates
     loop["per_update_s"] = {name: t / loop["updates"] for name, t in loop["median_s"].items()}
