@@ -254,22 +254,23 @@ class Zygote:
             raise RuntimeError(f"the zygote exited; see {self.log.name}")
         return json.loads(line) if line.startswith("{") else line
 
-    def expect(self, *wanted: str, timeout: float = 60) -> Any:
+    def expect(self, *wanted: str, timeout: float = 60, keep: bool = False) -> Any:
         """The next message with one of the keys `wanted` (or a text line containing one); the
-        others wait in `inbox`, in order, for drain()."""
+        others wait in `inbox`, in order, for drain(). `keep`: it waits there too."""
 
         def matches(message: Any) -> bool:
             return any(w in message for w in wanted)
 
         for i, message in enumerate(self.inbox):
             if matches(message):
-                return self.inbox.pop(i)
+                return self.inbox[i] if keep else self.inbox.pop(i)
         deadline = time.monotonic() + timeout
         while True:
             message = self._next(deadline)
+            if keep or not matches(message):
+                self.inbox.append(message)
             if matches(message):
                 return message
-            self.inbox.append(message)
 
     def drain(self) -> list[Any]:
         messages, self.inbox = self.inbox, []
