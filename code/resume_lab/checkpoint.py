@@ -28,7 +28,6 @@ from resume_lab.hashing import (
     stream_digest,
 )
 from resume_lab.manifest import (
-    MANIFEST,
     CheckpointError,
     make_manifest,
     manifest_of,
@@ -36,10 +35,7 @@ from resume_lab.manifest import (
     read_manifest,
     write_manifest,
 )
-
-STATE_FILE = "state.pt"
-# a directory being written: never loaded, removed at the next start
-TEMP_PREFIX = "tmp-"
+from resume_lab.run_files import LAST, MANIFEST, STATE_FILE, TEMP_PREFIX
 
 
 # --8<-- [start:commit]
@@ -121,7 +117,7 @@ def locate(path: str | os.PathLike[str]) -> Path:
             f"{path} points to {os.readlink(path)}, which does not exist"
         )
     if path.is_dir() and not (path / MANIFEST).exists():
-        last = path / "last"
+        last = path / LAST
         if last.is_symlink() or last.exists():
             return locate(last)  # a run folder
     if not path.exists():

@@ -27,6 +27,7 @@ from resume_lab.loop import DETERMINISTIC_FIELDS, Trainer
 from resume_lab.outputs import write_final
 from resume_lab.progress import Progress
 from resume_lab.resume import resume, save_training
+from resume_lab.run_files import FINAL
 from resume_lab.run_folder import LAST
 from resume_lab.versions import versions
 
@@ -214,7 +215,7 @@ def run_demo(
     final_metrics = evaluate(a.model, a.data.x_val, a.data.y_val)
     manifest = verify(output_dir / "B" / LAST)
     final_digests = {
-        name: verify(output_dir / name / "final.pt")["files"]["final.pt"]
+        name: verify(output_dir / name / FINAL)["files"][FINAL]
         for name in "ABC"
     }
     return {

@@ -13,9 +13,9 @@ from typing import Any
 import torch
 
 from resume_lab.hashing import HASHES, FileDigest, new_hasher
+from resume_lab.run_files import MANIFEST
 from resume_lab.versions import versions
 
-MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 2
 # the manifest's own hash, over every other key (canonical JSON)
 SEAL = "manifest_digest"

@@ -10,10 +10,7 @@ from typing import Any
 from resume_lab.atomic import atomic_write_bytes
 from resume_lab.checkpoint import save_file_checkpoint
 from resume_lab.loop import DETERMINISTIC_FIELDS, Trainer
-
-FINAL = "final.pt"
-HISTORY = "history.json"
-TIMING = "timing.json"
+from resume_lab.run_files import FINAL, HISTORY, TIMING
 
 
 def history_records(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

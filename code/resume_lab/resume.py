@@ -16,7 +16,6 @@ from resume_lab.checkpoint import (
 )
 from resume_lab.history_log import HISTORY_LOG, HistoryLog, read_history
 from resume_lab.loop import Trainer
-from resume_lab.rng import capture_rng, restore_rng
 from resume_lab.run_folder import LAST, checkpoint_name, point
 from resume_lab.versions import versions
 
@@ -35,18 +34,13 @@ def training_state(
     the checkpoint holds the mark of how much of it is its own."""
     return {
         keys.FORMAT: keys.FORMAT_VERSION,
-        keys.STEP: trainer.step,
+        **trainer.clocks.state_dict(),  # STEP and DATA_POSITION
         keys.MODEL: trainer.model.state_dict(),
         keys.OPTIMIZER: trainer.optimizer.state_dict(),
         keys.SCHEDULER: trainer.scheduler.state_dict(),
         keys.SCALER: None,
         keys.SAMPLER: trainer.sampler.state_dict(),
-        keys.DATA_POSITION: {
-            "epoch": trainer.epoch,
-            "micro": trainer.micro,
-            "examples_seen": trainer.examples_seen,
-        },
-        keys.RNG: capture_rng(),
+        keys.RNG: trainer.rng.state_dict(),
         keys.CALLBACKS: {
             cb.state_key: cb.state_dict()
             for cb in trainer.callbacks
@@ -128,10 +122,7 @@ def resume(
     # this process was started with; the position is two integers, so nothing
     # is replayed.
     trainer.sampler.load_state_dict(state[keys.SAMPLER])
-    position = state[keys.DATA_POSITION]
-    trainer.epoch, trainer.micro = position["epoch"], position["micro"]
-    trainer.examples_seen = position["examples_seen"]
-    trainer.step = state[keys.STEP]
+    trainer.clocks.load_state_dict(state)
     trainer.history = read_history(
         checkpoint.parent / HISTORY_LOG, state[keys.HISTORY]
     )
@@ -149,7 +140,7 @@ def resume(
     # draw must be the first dropout mask of update step + 1, exactly as in
     # the run that saved this file.
     if restore_rng_state:
-        restore_rng(state[keys.RNG])
+        trainer.rng.load_state_dict(state[keys.RNG])
     return manifest
 
 

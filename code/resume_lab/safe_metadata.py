@@ -26,8 +26,7 @@ from torch.distributed.checkpoint.metadata import (
 from torch.distributed.checkpoint.planner import ReadItem
 
 from resume_lab.manifest import CheckpointError
-
-METADATA = ".metadata"
+from resume_lab.run_files import METADATA
 
 # What torch 2.13 pickles into a tensor-only checkpoint's .metadata.
 ALLOWED = {

@@ -44,6 +44,9 @@ class AfterEvaluation(Callback):
 
 
 class ShardedTrainer(Trainer):
+    rng: ShardGenerators
+    shards: int
+
     def __init__(
         self,
         *args: Any,
@@ -61,14 +64,15 @@ class ShardedTrainer(Trainer):
         self.engine = engine
         self.fixed = fixed
         self.owned = owned(shards, world.size, world.rank)
-        self.generators = ShardGenerators(self.config.seed, self.owned)
+        # one dropout generator per owned shard, saved under per-shard keys
+        self.rng = ShardGenerators(self.config.seed, self.owned)
         self.callbacks.insert(0, AfterEvaluation(engine))
 
     def shard_loss(
         self, shard: int, indices: torch.Tensor, window_examples: int
     ) -> torch.Tensor:
         part = shard_slice(indices, self.shards, shard)
-        with self.generators.drawing(shard):  # dropout: this shard's masks
+        with self.rng.drawing(shard):  # dropout: this shard's masks
             logits = self.model(self.data.x_train[part])
         loss = F.cross_entropy(logits, self.data.y_train[part], reduction="sum")
         return loss / window_examples

@@ -92,9 +92,7 @@ def tensor_state(trainer: ShardedTrainer) -> dict[str, Any]:
     return {
         keys.MODEL: get_model_state_dict(trainer.model),
         keys.OPTIMIZER: optimizer["state"],
-        SHARD_RNG: {
-            shard_key(s): trainer.generators.states[s] for s in trainer.owned
-        },
+        SHARD_RNG: {shard_key(s): trainer.rng.states[s] for s in trainer.owned},
     }
 
 
@@ -111,11 +109,7 @@ def replicated_state(
         OPTIMIZER_GROUPS: optimizer["param_groups"],
         keys.SCHEDULER: trainer.scheduler.state_dict(),
         keys.SAMPLER: trainer.sampler.state_dict(),
-        keys.DATA_POSITION: {
-            "epoch": trainer.epoch,
-            "micro": trainer.micro,
-            "examples_seen": trainer.examples_seen,
-        },
+        **trainer.clocks.state_dict(),
         keys.CALLBACKS: {
             cb.state_key: cb.state_dict()
             for cb in trainer.callbacks
@@ -343,13 +337,10 @@ def resume_sharded(
     if restore_rng:
         for shard in trainer.owned:
             key = shard_key(shard)
-            trainer.generators.states[shard] = pieces[SHARD_RNG][key]
+            trainer.rng.states[shard] = pieces[SHARD_RNG][key]
     trainer.scheduler.load_state_dict(state[keys.SCHEDULER])
     trainer.sampler.load_state_dict(state[keys.SAMPLER])
-    position = state[keys.DATA_POSITION]
-    trainer.epoch, trainer.micro = position["epoch"], position["micro"]
-    trainer.examples_seen = position["examples_seen"]
-    trainer.step = state[keys.STEP]
+    trainer.clocks.load_state_dict(state)
     trainer.history = read_history(
         checkpoint.parent / HISTORY_LOG, state[keys.HISTORY]
     )
