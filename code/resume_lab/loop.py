@@ -71,23 +71,39 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self.stop_reason: StopReason | None = None
 
-    # The clocks, readable as trainer.step and so on; a resume sets them
-    # through trainer.clocks.
+    # The clocks, as trainer.step and so on (one object holds them all, so
+    # a checkpoint saves and restores them as one).
     @property
     def step(self) -> int:
         return self.clocks.step
+
+    @step.setter
+    def step(self, value: int) -> None:
+        self.clocks.step = value
 
     @property
     def epoch(self) -> int:
         return self.clocks.epoch
 
+    @epoch.setter
+    def epoch(self, value: int) -> None:
+        self.clocks.epoch = value
+
     @property
     def micro(self) -> int:
         return self.clocks.micro
 
+    @micro.setter
+    def micro(self, value: int) -> None:
+        self.clocks.micro = value
+
     @property
     def examples_seen(self) -> int:
         return self.clocks.examples_seen
+
+    @examples_seen.setter
+    def examples_seen(self, value: int) -> None:
+        self.clocks.examples_seen = value
 
     def emit(self, event: Event, *args: Any) -> None:
         for callback in self.callbacks:

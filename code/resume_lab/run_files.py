@@ -41,12 +41,12 @@ HISTORY_LOG = "history.jsonl"
 # wall-clock step times: in no checkpoint's mark (they differ run to run)
 TIMING_LOG = "timing.jsonl"
 
-# --- what a finished run leaves ------------------------------------------------
+# --- what a finished run leaves ---------------------------------------------
 FINAL = "final.pt"
 HISTORY = "history.json"
 TIMING = "timing.json"
 
-# --- what is being written -----------------------------------------------------
+# --- what is being written --------------------------------------------------
 # a directory or pointer being written: never loaded, removed at the next
 # start
 TEMP_PREFIX = "tmp-"
