@@ -24,16 +24,14 @@ The results hold numbers only; bench/distributed_view.py words them for the perf
 from __future__ import annotations
 
 import json
-import os
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from resume_lab.launcher import command, environment
+from resume_lab.launcher import launch as run_to_end
 
 from . import provenance
 from .common import ROOT
@@ -84,45 +82,14 @@ def plan_for(plan: Plan) -> DistributedPlan:
     return FULL if plan.mode == "full" else QUICK
 
 
-def environment() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "code"), str(ROOT)])
-    env["OMP_NUM_THREADS"] = "1"
-    env["PYTHONWARNINGS"] = "ignore"  # torchrun's OMP_NUM_THREADS notice
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(name, None)
-    return env
-
-
-def command(world_size: int, module: str, args: list[str]) -> list[str]:
-    if world_size == 1:
-        return [sys.executable, "-m", module, *args]
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    return [*launcher, f"--nproc-per-node={world_size}", "-m", module, *args]
-
-
 def launch(world_size: int, module: str, args: list[str], timeout: float) -> float:
-    """Run to the end and return its wall time; on overrun kill its process group and fail."""
-    cmd = command(world_size, module, args)
-    start = time.perf_counter()
-    with subprocess.Popen(
-        cmd,
-        env=environment(),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    ) as proc:
-        try:
-            _, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            _, err = proc.communicate()
-            raise RuntimeError(f"timed out after {timeout:.0f} s: {cmd}\n{err[-3000:]}") from None
-    if proc.returncode != 0:
-        raise RuntimeError(f"exit {proc.returncode}: {cmd}\n{err[-3000:]}")
-    return time.perf_counter() - start
+    """Run to the end through the lab's launcher and return its wall time; on overrun every
+    process of the launch (torchrun and each worker's session) is killed and it fails."""
+    argv = command(world_size, module, args)
+    done = run_to_end(argv, timeout=timeout, env=environment(ROOT), cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"exit {done.returncode}: {argv}\n{done.stderr[-3000:]}")
+    return done.seconds
 
 
 def measure_save(p: DistributedPlan, scratch: Path) -> dict[str, Any]:
