@@ -5,9 +5,9 @@ import torch
 
 from resume_lab.build import build_trainer
 from resume_lab.callbacks import EarlyStopping
+from resume_lab.compare import tensors_equal
 from resume_lab.config import LabConfig
 from resume_lab.events import EARLY_STOPPING
-from resume_lab.experiment import tensors_equal
 from resume_lab.resume import resume, save_training
 
 # Bitwise comparisons need the same thread count on both sides.

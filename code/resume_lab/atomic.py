@@ -12,8 +12,7 @@ from typing import Any
 import torch
 
 from resume_lab.hashing import DEFAULT_HASH, FileDigest, HashingWriter
-
-TEMP_SUFFIX = ".tmp"
+from resume_lab.run_files import TEMP_SUFFIX
 
 
 class SaveError(OSError):

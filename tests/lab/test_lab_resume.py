@@ -13,9 +13,9 @@ from resume_lab import state_keys as keys
 from resume_lab.build import build_trainer
 from resume_lab.callbacks import Callback, Checkpoint, EarlyStopping, StopAfter, TimeBudget
 from resume_lab.checkpoint import CheckpointError, load_checkpoint, verify
+from resume_lab.compare import tensors_equal
 from resume_lab.config import LabConfig
 from resume_lab.events import COMPLETED, EARLY_STOPPING, SIGNAL, STOP_AFTER, TIME_BUDGET
-from resume_lab.experiment import tensors_equal
 from resume_lab.history_log import HISTORY_LOG, TIMING_LOG
 from resume_lab.resume import ConfigMismatchError, resume, save_training
 from resume_lab.run_folder import BEST, LAST, pointed
@@ -249,7 +249,7 @@ def test_signal_stops_at_the_next_boundary_and_saves(tmp_path: Path, signum, cap
 def test_data_order_from_an_argument_breaks_the_resume(tmp_path: Path):
     """The course's first bug: the resumed run took its shuffle seed from its own (seed + 1)
     argument. Everything else exact, the losses part at the first update after the kill."""
-    from resume_lab.experiment import first_divergent_step
+    from resume_lab.compare import first_divergent_step
 
     config = LabConfig(seed=0, steps=30)
     a = build_trainer(config, init_seed=0)

@@ -52,7 +52,7 @@ import torch
 from torchrun import lab_env
 
 from bench import provenance
-from resume_lab.distributed_demo import descendants, kill_tree
+from resume_lab.launcher import descendants, kill_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "snippets" / "recipe_torchrun.py"

@@ -50,7 +50,7 @@ from campaign import (
 
 from resume_lab.checkpoint import verify
 from resume_lab.cli import EXIT_OK, EXIT_PREEMPTED, main
-from resume_lab.experiment import tensors_equal
+from resume_lab.compare import tensors_equal
 from resume_lab.history_log import HISTORY_LOG
 from resume_lab.run_folder import BEST, LAST
 

@@ -82,7 +82,7 @@ PHASES = (
 def arm(phase: str, trainer: Any, after: int) -> None:
     """In a forked child only: SIGKILL this process at `phase` of the first save at update
     `after` or later. The lab's functions are wrapped in this process, never edited."""
-    from resume_lab import checkpoint, history_log
+    from resume_lab import checkpoint, file_store, history_log
 
     def die() -> None:
         send({"phase": phase, "step": trainer.step})
@@ -126,7 +126,7 @@ def arm(phase: str, trainer: Any, after: int) -> None:
 
     table = {
         PHASES[0]: (history_log.HistoryLog, "sync", "after", always),
-        PHASES[1]: (checkpoint, "write_synced", "after", named(STATE_FILE, 1)),
+        PHASES[1]: (file_store, "write_synced", "after", named(STATE_FILE, 1)),
         PHASES[2]: (checkpoint, "write_manifest", "before", always),
         PHASES[3]: (checkpoint, "write_manifest", "after", always),
         PHASES[4]: (os, "rename", "before", committing),
