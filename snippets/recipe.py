@@ -239,8 +239,6 @@ def train(args: argparse.Namespace) -> int:
     run, device = Path(args.output_dir), torch.device(args.device)
     run.mkdir(parents=True, exist_ok=True)
     stop = stop_on_signals()
-    for leftover in run.glob("tmp-step-*"):  # never committed: drop them
-        shutil.rmtree(leftover)
     options = {k: getattr(args, k) for k in SAME_RUN}
     torch.manual_seed(args.seed)  # the initial weights
     x, y, val_x, val_y = (t.to(device) for t in make_data(args.seed))
@@ -260,6 +258,8 @@ def train(args: argparse.Namespace) -> int:
         # Last, after every object is built and before the first forward:
         restore_rng(state["rng"])
         print(f"resumed from {run / latest} at update {s['update']}")
+    for leftover in run.glob("tmp-step-*"):  # never committed: drop them
+        shutil.rmtree(leftover)
 
     def checkpoint(best: bool) -> None:
         state = {"model": model.state_dict(), "optimizer": opt.state_dict(),
@@ -335,7 +335,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.device == "cuda":  # untested here: this machine has no GPU
-        # cuBLAS needs it before its first call to be deterministic.
+        # torch 2.8 asks for it (use_deterministic_algorithms); 2.13 does not.
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.backends.cudnn.benchmark = False
     torch.use_deterministic_algorithms(True)

@@ -57,13 +57,21 @@ def result(run: dict, claim_id: str) -> dict:
 
 
 def changed_between(old: str, new: str) -> list[dict]:
-    """Claims whose proof fails on `old` and passes on `new`."""
+    """Claims whose proof, as it stands now, fails on `old` and passes on `new`: a result
+    recorded for an earlier text of the proof does not count."""
     before, after = run_of(old), run_of(new)
+    now = proof_digests(claims())
+
+    def current(run: dict, claim_id: str) -> bool:
+        return result(run, claim_id).get("proof_digest") == now.get(claim_id)
+
     return [
         c
         for c in claims()
         if result(before, c["id"])["result"] == "failed"
         and result(after, c["id"])["result"] == "passed"
+        and current(before, c["id"])
+        and current(after, c["id"])
     ]
 
 

@@ -123,9 +123,18 @@ def test_a_save_for_a_new_best_alone_moves_last_too(tmp_path: Path):
     """`last` names the newest checkpoint: a kill after a best-only save resumes from it."""
     config = LabConfig(steps=7, eval_every=5, patience=None)
     saver = Checkpoint(tmp_path, every=10)
-    build_trainer(config, init_seed=0, callbacks=[saver, StopAfter(6)]).fit(config.steps)
+    seen: dict[int, Path | None] = {}
+
+    class Watch(Callback):  # after the saver, at each boundary
+        def on_boundary(self, trainer):
+            seen[trainer.step] = pointed(tmp_path, LAST)
+
+    callbacks = [saver, Watch(), StopAfter(6)]
+    build_trainer(config, init_seed=0, callbacks=callbacks).fit(config.steps)
     assert saver.best_step == 5  # the first evaluation is a new best, off the schedule
     assert pointed(tmp_path, BEST) == tmp_path / "step-000005"
+    assert seen[4] is None  # no save yet
+    assert seen[5] == tmp_path / "step-000005"  # the best-only save moved last at once
     assert verify(tmp_path / LAST)["step"] == 6  # the end of fit saved again
 
 

@@ -403,6 +403,9 @@ UNPICKLE = "not a training state that torch.load(weights_only=True) loads"
 )
 def test_a_damaged_checkpoint_is_refused_in_one_line(recipe, saved, tmp_path, how, why):
     run, path = damaged(saved, tmp_path, how)
+    unfinished = run / "tmp-step-000099"  # a save that never committed
+    unfinished.mkdir()
+    (unfinished / "state.pt").write_bytes(b"part of a save")
     before = snapshot(run)
     done = fork_run(recipe, argv(run), tmp_path / "logs")
     assert done.code == 1, done.err
