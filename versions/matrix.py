@@ -138,10 +138,10 @@ def edited_since() -> list[dict]:
 def edited_sentence() -> str:
     edited = edited_since()
     if not edited:
-        return "Every proof is still the one the runs recorded."
+        return "Proofs edited since the runs: none."
     return (
-        f"The proofs of {len(edited)} claims have been edited since (or were recorded without "
-        "their text): their results above are for the earlier proofs."
+        f"Proofs edited since the runs: {len(edited)} (or recorded without their text), "
+        "whose results above are for the earlier proofs."
     )
 
 

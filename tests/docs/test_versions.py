@@ -204,10 +204,10 @@ def test_the_pages_figures_come_from_the_runs(monkeypatch):
     assert matrix.failing_on("2.13.0") == []
     assert matrix.not_run() == "1 in the slow or full tier"
     assert [c["id"] for c in matrix.edited_since()] == ["b"]
-    assert matrix.edited_sentence().startswith("The proofs of 1 claims have been edited since")
+    assert matrix.edited_sentence().startswith("Proofs edited since the runs: 1 (or")
     assert matrix.commits() == "`c0ffeec0ffee`"
     monkeypatch.setattr(matrix, "proof_digests", lambda claims: {"b": "old"})
-    assert matrix.edited_sentence() == "Every proof is still the one the runs recorded."
+    assert matrix.edited_sentence() == "Proofs edited since the runs: none."
 
 
 def test_the_recorder_gives_each_claim_the_verdict_of_its_proof(tmp_path):
