@@ -245,14 +245,16 @@ def hash_choice(save: dict[str, Any], hashing: dict[str, Any]) -> dict[str, Any]
 
 
 def sampler_shape(s: dict[str, Any]) -> str:
-    """ "flat" only if no k's fastest start was more than the flatness threshold times the
-    smallest k's slowest: beyond noise, no growth with k."""
+    """Whether any k's fastest start took more than the flatness threshold times the smallest
+    k's slowest: a growth with k beyond noise, or none."""
     first = s["per_k"][f"k_{s['ks'][0]}"]["runs_s"]["start"]
-    limit = TARGETS["sampler_flat"][2] * max(first)
+    times = TARGETS["sampler_flat"][2]
+    limit = times * max(first)
     grown = [e["k"] for e in s["per_k"].values() if min(e["runs_s"]["start"]) > limit]
     if not grown:
-        return "flat"
-    return f"not flat: at k = {listing([f'{k:,}' for k in grown])} it was slower beyond noise"
+        return f"at no k was the fastest run more than {times:g}× the smallest k's slowest"
+    at = listing([f"{k:,}" for k in grown])
+    return f"at k = {at} even the fastest run took more than {times:g}× the smallest k's slowest"
 
 
 def headline(out: dict[str, Any]) -> dict[str, str]:
@@ -285,6 +287,8 @@ def headline(out: dict[str, Any]) -> dict[str, str]:
         "sampler_shape": sampler_shape(s),
         "cold_speedup": fmt_speedup(s["cold_speedup"]),
         "permutation": fmt_duration(s["permutation_s"]),
+        "cold_start_last": fmt_duration(last["cold_start"]),
+        "cold_replay_last": fmt_duration(last["cold_replay"]),
         "save_smallest": sizes[0]["label"],
         "save_largest": largest["label"],
         "save_ratios": listing(
@@ -295,11 +299,10 @@ def headline(out: dict[str, Any]) -> dict[str, str]:
         "save_floor_spread_largest": f"{largest['floor_spread'] * 100:.0f} %",
         "save_margin": f"{(TARGETS['save_overhead'][2] - 1) * 100:.0f} %",
         "save_checkpoint_largest": fmt_time(largest["median_s"][lab_key]),
-        "save_vs_floor_largest": outcome(compared["lab_vs_floor"], save_names(largest)),
-        "helper_vs_inline_largest": outcome(compared["helper_vs_inline"], save_names(largest)),
+        "save_vs_floor_largest": outcome(compared["lab_vs_floor"], save_names()),
+        "helper_vs_inline_largest": outcome(compared["helper_vs_inline"], save_names()),
         "floor_gbps_largest": gbps(largest["file_bytes"], largest["median_s"]["floor"]),
         "save_gbps_largest": gbps(largest["file_bytes"], largest["median_s"][lab_key]),
-        "default_hash": HASH_NAMES[largest["default_hash"]],
         "blake3_memory_gbps_largest": f"{rate['memory_blake3']:.2f} GB/s",
         "sha256_memory_gbps_largest": f"{rate['memory_sha256']:.2f} GB/s",
         "blake3_file_gbps_largest": f"{rate['file_blake3']:.2f} GB/s",
@@ -321,6 +324,8 @@ def headline(out: dict[str, Any]) -> dict[str, str]:
         "meta_peak": fmt_bytes(meta["peak_extra_bytes"]),
         "meta_ratio": f"{meta['peak_ratio']:.2f}×",
         "meta_load": fmt_time(meta["load_s"]),
+        "meta_file": fmt_bytes(max(0, meta["rss_file_extra_bytes"])),
+        "meta_anon": fmt_bytes(max(0, meta["rss_anon_extra_bytes"])),
         "plain_peak": fmt_bytes(plain["peak_extra_bytes"]),
         "plain_ratio": f"{plain['peak_ratio']:.2f}×",
         "plain_load": fmt_time(plain["load_s"]),
@@ -338,6 +343,9 @@ def headline(out: dict[str, Any]) -> dict[str, str]:
         "trainer_rate_with_saves": f"{loop['updates_per_s']['trainer_with_saves']:,.0f}",
         "loop_overhead_per_update": fmt_duration(per_update["trainer"] - per_update["bare"]),
         "loop_saves": f"{loop['saves_per_run']:g}",
+        "loop_save_folder": "under /dev/shm"
+        if loop["checkpoint_in_ram"]
+        else "in the temporary folder",
         "targets_met": str(sum(x["met"] is True for x in t.values())),
         "targets_judged": str(sum(x["met"] is not None for x in t.values())),
         "targets_noisy": str(sum(x["verdict"] == TOO_NOISY for x in t.values())),
@@ -502,11 +510,10 @@ def sampler_table_md(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def save_names(size: dict[str, Any]) -> dict[str, str]:
-    default = HASH_NAMES[size["default_hash"]]
+def save_names() -> dict[str, str]:
     return {
         "floor": "the floor",
-        "inline": f"{default} in line",
+        "inline": "save_checkpoint with no helper threads",
         **{f"save_{a}": f"save_checkpoint with {n}" for a, n in HASH_NAMES.items()},
     }
 
@@ -515,14 +522,14 @@ def save_table_md(save: dict[str, Any]) -> str:
     default = HASH_NAMES[next(iter(save.values()))["default_hash"]]
     lines = [
         f"| state | torch.save + fsync (floor) | floor's spread | save_checkpoint ({default}) "
-        f"| ÷ floor | ≤ {TARGETS['save_overhead'][2]:g}× | the same, hashed in line | ÷ floor "
-        "| helper thread vs in line |",
+        f"| ÷ floor | ≤ {TARGETS['save_overhead'][2]:g}× | the same, no helper threads | ÷ floor "
+        "| with helpers vs without |",
         "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |",
     ]
     for size in save.values():
         m, lab = size["median_s"], f"save_{size['default_hash']}"
         helper = size["compare"]["helper_vs_inline"]["winner"]
-        helper_text = {None: "within noise", lab: "helper faster"}.get(helper, "in line faster")
+        helper_text = {None: "within noise", lab: "with faster"}.get(helper, "without faster")
         lines.append(
             f"| {size['label']} | {fmt_time(m['floor'])} | {size['floor_spread'] * 100:.0f} % "
             f"| {fmt_time(m[lab])} | {size['ratio']:.2f}× | {mark(*size_verdict(size))} "
