@@ -104,6 +104,11 @@ class Checkpoint(Callback):
         *,
         asynchronous: bool = False,
     ) -> None:
+        if every < 1 or keep < 1:
+            raise ValueError(
+                f"Checkpoint(every={every}, keep={keep}): both must be 1 or "
+                "more (keep=1 keeps the newest, plus what a pointer names)"
+            )
         self.folder = Path(folder)
         self.every, self.keep = every, keep
         self.log = log or (lambda message: None)
@@ -137,16 +142,12 @@ class Checkpoint(Callback):
     def on_boundary(self, trainer: Trainer) -> None:
         if self.pending is not None and self.pending.written:
             self.finish(trainer)  # a background write done: commit it now
-        pointers = []
-        # `best` moves first: the state that `last` will name says which
-        # update is best, so that checkpoint must be named by then.
-        if self._best_is_new:
-            self._best_is_new = False
-            pointers.append(BEST)
-        if trainer.step % self.every == 0:
-            pointers.append(LAST)
-        if pointers:
-            self.save(trainer, tuple(pointers))
+        best, self._best_is_new = self._best_is_new, False
+        if best or trainer.step % self.every == 0:
+            # `last` names every save, `best` moves first: the state that
+            # `last` will name says which update is best, so that
+            # checkpoint must be named by then.
+            self.save(trainer, (BEST, LAST) if best else (LAST,))
 
     # --8<-- [end:checkpoint_callback]
 
@@ -155,13 +156,8 @@ class Checkpoint(Callback):
         # Preempted or done: a restart must find this exact state in `last`.
         self.finish(trainer)
         current = self._current
-        if current is not None and current.name == checkpoint_name(
-            trainer.step
-        ):
-            if trainer.world.is_writer:  # saved already, as a new best
-                point(self.folder, LAST, current)
-        else:
-            self.save(trainer, (LAST,))
+        if current is None or current.name != checkpoint_name(trainer.step):
+            self.save(trainer, (LAST,))  # else `last` names this state already
         self.finish(trainer)
         trainer.world.barrier()  # `last` is committed before any rank exits
 

@@ -22,6 +22,7 @@ import torch
 from resume_lab import state_keys as keys
 from resume_lab.atomic import (
     SaveError,
+    exchange,
     fsync_dir,
     write_synced,
 )
@@ -137,10 +138,11 @@ def replace_existing(
     before it moved `last` on. A bitwise resume reproduces it byte for byte
     (all but `volatile`, files that differ on every save): keep it.
     Anything else (a resume that was not bitwise, say with another thread
-    count) is replaced: moved aside, then the new one renamed in. A kill
-    between those two renames leaves no directory of this step, so a `best`
-    that named it dangles until the step is committed again; `last` never
-    names it (a run at this step was resumed from it, or it is new)."""
+    count) is replaced by one atomic exchange of the two directories, so a
+    pointer that names this step (`best` may) never dangles. Where the
+    system cannot exchange, two renames: a kill between them leaves no
+    directory of this step, and a `best` naming it dangles until the step
+    is committed again."""
 
     def kept(files: dict[str, Any]) -> dict[str, Any]:
         return {n: e for n, e in files.items() if n not in volatile}
@@ -150,6 +152,9 @@ def replace_existing(
             return
     except CheckpointError:
         pass
+    if exchange(new, target):
+        shutil.rmtree(new, ignore_errors=True)  # now the replaced one
+        return
     aside = target.with_name(f"{TEMP_PREFIX}{target.name}-replaced")
     shutil.rmtree(aside, ignore_errors=True)
     os.rename(target, aside)

@@ -594,8 +594,12 @@ def phase_table() -> dict[str, tuple[Any, str, str, Callable[..., bool]]]:
 PHASES = list(phase_table())
 # the last pointer still names the previous update when the kill comes before its swap
 BEFORE_LAST_SWAP = PHASES[: PHASES.index("before the last pointer swap") + 1]
-# a save's own temporary directory is still there when the kill comes before its commit
-BEFORE_COMMIT = [*PHASES[: PHASES.index("before the directory rename") + 1], REPLACED]
+# a save's own temporary directory is still there when the kill comes after it was made
+# (rank 0 appends the history log first, then makes it) and before its commit
+BEFORE_COMMIT = [
+    *PHASES[PHASES.index("before DCP writes the pieces") : PHASES.index(RENAMED)],
+    REPLACED,
+]
 
 
 class Armed(Callback):

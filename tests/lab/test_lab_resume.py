@@ -119,6 +119,22 @@ def test_checkpoint_callback_keeps_last_n_and_best(tmp_path: Path):
     assert best_state[keys.STEP] == best["step"]
 
 
+def test_a_save_for_a_new_best_alone_moves_last_too(tmp_path: Path):
+    """`last` names the newest checkpoint: a kill after a best-only save resumes from it."""
+    config = LabConfig(steps=7, eval_every=5, patience=None)
+    saver = Checkpoint(tmp_path, every=10)
+    build_trainer(config, init_seed=0, callbacks=[saver, StopAfter(6)]).fit(config.steps)
+    assert saver.best_step == 5  # the first evaluation is a new best, off the schedule
+    assert pointed(tmp_path, BEST) == tmp_path / "step-000005"
+    assert verify(tmp_path / LAST)["step"] == 6  # the end of fit saved again
+
+
+@pytest.mark.parametrize("every, keep", [(10, 0), (0, 3), (-1, 1)])
+def test_checkpoint_refuses_a_cadence_or_keep_below_one(tmp_path: Path, every, keep):
+    with pytest.raises(ValueError, match="both must be 1 or more"):
+        Checkpoint(tmp_path, every=every, keep=keep)
+
+
 def test_best_moves_before_last(tmp_path: Path, monkeypatch):
     """`last`'s state says which update is best: that checkpoint must be named first."""
     swaps: list[str] = []
