@@ -339,3 +339,72 @@ def test_the_distributed_sentences():
     assert h["outside_update"].startswith(f"{outside[0] * 1e3:.2f} ms at W = 1")
     # the state is the save section's: 16 float32 tensors
     assert {size["tensors"] for size in sizes} == {16}
+
+
+def test_the_figures_each_section_quotes_are_the_stored_ones(runs: dict, shown: dict):
+    """The remaining figures of each section, recomputed from the raw runs."""
+    h, s, vl, loop = shown["headline"], runs["sampler"], runs["verify_load"], runs["loop"]
+    per_k = list(s["per_k"].values())
+    first, last = per_k[0]["runs_s"], per_k[-1]["runs_s"]
+    assert (h["examples"], h["micro_batch"]) == (f"{s['examples']:,}", str(s["micro_batch"]))
+    assert (h["k_first"], h["k_last"]) == (f"{s['ks'][0]:,}", f"{s['ks'][-1]:,}")
+    warm = median(last["replay"]) / median(last["start"])
+    assert h["sampler_speedup"] == f"{warm:,.0f}×"
+    assert h["sampler_flat"] == f"{median(last['start']) / median(first['start']):.2f}×"
+    sizes = list(runs["save"].values())
+    largest = sizes[-1]["runs_s"]
+    assert h["save_checkpoint_largest"] == fmt_time(median(largest["save_blake3"]))
+    assert h["save_floor_largest"] == fmt_time(median(largest["floor"]))
+    fmt_bytes = views.module("performance").fmt_bytes
+    model = vl["model_bytes"]
+    assert h["model_size"] == fmt_bytes(model)
+    assert h["verify_hash"] == {"blake3": "BLAKE3", "sha256": "SHA-256"}[vl["hash"]]
+    for name, key in (("lab_load", "load_checkpoint"), ("meta", "meta_mmap"), ("plain", "plain")):
+        peaks = [r["peak_extra_bytes"] for r in vl["paths"][key]["runs"]]
+        loads = [r["load_s"] for r in vl["paths"][key]["runs"]]
+        peak = "lab_load_peak" if name == "lab_load" else f"{name}_peak"
+        assert h[peak] == fmt_bytes(median(peaks))
+        ratio = "lab_load_ratio" if name == "lab_load" else f"{name}_ratio"
+        assert h[ratio] == f"{median(peaks) / model:.2f}×"
+        if name != "lab_load":
+            assert h[f"{name}_load"] == fmt_time(median(loads))
+    lab = [r["peak_extra_bytes"] for r in vl["paths"]["load_checkpoint"]["runs"]]
+    assert h["lab_load_ratio_max"] == f"{max(lab) / model:.3f}×"
+    trainer, bare = median(loop["runs_s"]["trainer"]), median(loop["runs_s"]["bare"])
+    saves = median(loop["runs_s"]["trainer_with_saves"])
+    assert h["loop_ratio"] == f"{bare / trainer:.3f}"
+    assert h["loop_ratio_with_saves"] == f"{bare / saves:.3f}"
+    assert h["loop_updates"] == f"{loop['updates']:,}"
+
+
+def test_the_distributed_figures_are_the_stored_ones():
+    stored = json.loads((COMMITTED.parent / "distributed.json").read_text("utf8"))
+    h = views.view("distributed", stored)["headline"]
+    train, save = stored["train"], stored["save"]
+    worlds = [w["world_size"] for w in train["worlds"].values()]
+    assert h["worlds"] == ", ".join(map(str, worlds[:-1])) + f" and {worlds[-1]}"
+    for key in ("shards", "steps", "save_every", "warmup_updates", "eval_every", "runs_per_world"):
+        assert h[key] == str(train[key]), key
+    assert h["save_world"] == str(save["world_size"])
+    counted = {r["counted_updates"] for w in train["worlds"].values() for r in w["runs"]}
+    assert h["counted_updates"] == str(counted.pop()) and not counted
+    largest = list(save["sizes"].values())[-1]["runs_s"]
+    assert h["stall_largest"] == fmt_time(median(largest["dcp_async_stall"]))
+    assert h["dcp_largest"] == fmt_time(median(largest["dcp_save"]))
+    assert h["async_done_largest"] == fmt_time(median(largest["dcp_async_done"]))
+
+
+def test_the_distributed_provenance_and_cells():
+    """'This run was measured on ...'; 'Each cell gives the median and, in brackets, how far the
+    runs spread, (slowest - fastest) / median.'"""
+    stored = json.loads((COMMITTED.parent / "distributed.json").read_text("utf8"))
+    shown = views.view("distributed", stored)
+    p, summary = stored["provenance"], shown["provenance"]["summary"]
+    assert p["machine"]["cpu"] in summary and f"torch {p['versions']['torch']}" in summary
+    assert shown["provenance"]["date"] == p["started"][:10] + " " + p["started"][11:16] + " UTC"
+    assert shown["provenance"]["duration_s"] == p["duration_s"]  # 'These measurements took'
+    for size in stored["save"]["sizes"].values():
+        for runs in size["runs_s"].values():
+            spread = (max(runs) - min(runs)) / median(runs)
+            cell = f"{fmt_time(median(runs))} ({spread * 100:.0f} %)"
+            assert cell in shown["save_table_md"], cell
