@@ -315,32 +315,6 @@ def test_the_suite_sentences(runs: dict, shown: dict):
     assert h["contract_pytest"] == f"{median([r['pytest_s'] for r in contract['runs']]):.2f} s"
 
 
-# --- the distributed section (its view is bench/views/distributed.py) -------------------------
-
-
-def test_the_distributed_sentences():
-    stored = json.loads((COMMITTED.parent / "distributed.json").read_text("utf8"))
-    h = views.view("distributed", stored)["headline"]
-    sizes = list(stored["save"]["sizes"].values())
-    largest = sizes[-1]
-    m = {name: median(r) for name, r in largest["runs_s"].items()}
-    assert h["dcp_files"] == str(largest["dcp_files"])
-    assert h["dcp_bytes_largest"] == f"{largest['dcp_bytes']:,}"
-    assert h["file_bytes_largest"] == f"{largest['file_bytes']:,}"
-    assert h["stall_share_largest"] == f"{m['dcp_async_stall'] / m['dcp_save'] * 100:.0f} %"
-    for size in sizes:
-        ratio = median(size["runs_s"]["dcp_save"]) / median(size["runs_s"]["floor"])
-        assert f"{ratio:.2f}× the floor at" in h["dcp_ratios"]
-    worlds = stored["train"]["worlds"].values()
-    outside = [
-        median([(r["loop_s"] - r["step_time_sum_s"]) / r["counted_updates"] for r in w["runs"]])
-        for w in worlds
-    ]
-    assert h["outside_update"].startswith(f"{outside[0] * 1e3:.2f} ms at W = 1")
-    # the state is the save section's: 16 float32 tensors
-    assert {size["tensors"] for size in sizes} == {16}
-
-
 def test_the_figures_each_section_quotes_are_the_stored_ones(runs: dict, shown: dict):
     """The remaining figures of each section, recomputed from the raw runs."""
     h, s, vl, loop = shown["headline"], runs["sampler"], runs["verify_load"], runs["loop"]
@@ -375,36 +349,3 @@ def test_the_figures_each_section_quotes_are_the_stored_ones(runs: dict, shown: 
     assert h["loop_ratio"] == f"{bare / trainer:.3f}"
     assert h["loop_ratio_with_saves"] == f"{bare / saves:.3f}"
     assert h["loop_updates"] == f"{loop['updates']:,}"
-
-
-def test_the_distributed_figures_are_the_stored_ones():
-    stored = json.loads((COMMITTED.parent / "distributed.json").read_text("utf8"))
-    h = views.view("distributed", stored)["headline"]
-    train, save = stored["train"], stored["save"]
-    worlds = [w["world_size"] for w in train["worlds"].values()]
-    assert h["worlds"] == ", ".join(map(str, worlds[:-1])) + f" and {worlds[-1]}"
-    for key in ("shards", "steps", "save_every", "warmup_updates", "eval_every", "runs_per_world"):
-        assert h[key] == str(train[key]), key
-    assert h["save_world"] == str(save["world_size"])
-    counted = {r["counted_updates"] for w in train["worlds"].values() for r in w["runs"]}
-    assert h["counted_updates"] == str(counted.pop()) and not counted
-    largest = list(save["sizes"].values())[-1]["runs_s"]
-    assert h["stall_largest"] == fmt_time(median(largest["dcp_async_stall"]))
-    assert h["dcp_largest"] == fmt_time(median(largest["dcp_save"]))
-    assert h["async_done_largest"] == fmt_time(median(largest["dcp_async_done"]))
-
-
-def test_the_distributed_provenance_and_cells():
-    """'This run was measured on ...'; 'Each cell gives the median and, in brackets, how far the
-    runs spread, (slowest - fastest) / median.'"""
-    stored = json.loads((COMMITTED.parent / "distributed.json").read_text("utf8"))
-    shown = views.view("distributed", stored)
-    p, summary = stored["provenance"], shown["provenance"]["summary"]
-    assert p["machine"]["cpu"] in summary and f"torch {p['versions']['torch']}" in summary
-    assert shown["provenance"]["date"] == p["started"][:10] + " " + p["started"][11:16] + " UTC"
-    assert shown["provenance"]["duration_s"] == p["duration_s"]  # 'These measurements took'
-    for size in stored["save"]["sizes"].values():
-        for runs in size["runs_s"].values():
-            spread = (max(runs) - min(runs)) / median(runs)
-            cell = f"{fmt_time(median(runs))} ({spread * 100:.0f} %)"
-            assert cell in shown["save_table_md"], cell
