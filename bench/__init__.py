@@ -23,7 +23,7 @@ The layout:
 How a page's number gets there, through three files: the measurement module measures it (say
 `measurements/save_speed.py`, every run of a save), `results.py` stores it as it is in the
 results file (`docs/assets/bench/performance.json`), the results file's view derives and words
-it (`views/performance.py`: the ratio of medians, "1.07×"), and the page names it
+it (`views/performance/`: the ratio of medians, "1.07×"), and the page names it
 (`{{ bench.performance.headline.save_ratios }}` in docs/performance.md; hooks/build_facts.py
 puts the view's value in as it is). A view imports nothing from bench/ but the basics (plan,
 timing, provenance), which import nothing from bench/ themselves, so no file can come between;
