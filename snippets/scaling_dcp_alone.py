@@ -1,9 +1,10 @@
 """DCP on its own, overwriting a good checkpoint, when one of two ranks fails
-before it writes its file; run on every rank that snippets/gloo_ranks.py
-starts."""
+before it writes its file (run on every rank that snippets/gloo_ranks.py
+starts); and, in one process, a tensor with one bit flipped on disk."""
 
 import os
 import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -40,3 +41,20 @@ def torn_overwrite(rank: int, world_size: int, folder: str) -> dict[str, Any]:
         "loaded": loaded[key],
         "files": os.listdir(folder),
     }
+
+
+def flipped_bit(folder: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """One process: save a tensor with DCP, flip one bit of its bytes in the
+    data file, load it back; returns (saved, loaded)."""
+    warnings.simplefilter("ignore")  # no process group: one process
+    saved = torch.full((4,), 3.0)
+    dcp.save({"w": saved}, checkpoint_id=folder)
+    path = next(Path(folder).glob("*.distcp"))
+    raw = bytearray(path.read_bytes())
+    at = raw.find(saved.numpy().tobytes())  # the tensor's bytes, as stored
+    assert at >= 0
+    raw[at] ^= 1  # the lowest bit of the first number
+    path.write_bytes(raw)
+    loaded = {"w": torch.zeros(4)}
+    dcp.load(loaded, checkpoint_id=folder)  # no error
+    return saved, loaded["w"]
