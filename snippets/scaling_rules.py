@@ -1,6 +1,5 @@
 """The workers behind the Scaling out page's three rules; each runs in every
-rank that snippets/scaling_ranks.py starts (or, for W = 1, in this
-process)."""
+rank that snippets/gloo_ranks.py starts (or, for W = 1, in this process)."""
 
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from torch.distributed.checkpoint.state_dict import (
 
 from resume_lab.build import build_trainer
 from resume_lab.config import LabConfig
-from resume_lab.loop import Trainer
+from resume_lab.loop import DETERMINISTIC_FIELDS, Trainer
 from resume_lab.resume import resume, save_training
 from resume_lab.shards import ShardGenerators, owned, shard_slice
 from resume_lab.world import World
@@ -75,13 +74,15 @@ STOP = 6
 
 
 def weights(trainer: Trainer) -> dict[str, torch.Tensor]:
-    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    """The whole model, on every rank (no cpu_offload: that keeps it on
+    rank 0 only)."""
+    options = StateDictOptions(full_state_dict=True)
     return get_model_state_dict(trainer.model, options=options)
 
 
-def history(trainer: Trainer) -> list[tuple[float, float]]:
-    """(loss, pre-clip gradient norm) of every update."""
-    return [(r["loss"], r["grad_norm"]) for r in trainer.history]
+def history(trainer: Trainer) -> list[dict[str, Any]]:
+    """Every logged number of every update (all but the wall-clock time)."""
+    return [{k: r[k] for k in DETERMINISTIC_FIELDS} for r in trainer.history]
 
 
 # --8<-- [start:control]
