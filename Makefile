@@ -31,14 +31,15 @@ serve: setup
 build: setup
 	$(BIN)/mkdocs build --strict -d site
 
+LINTED := code snippets tests hooks page_fences bench versions conftest.py
 lint: setup
-	$(BIN)/ruff check --no-cache code snippets tests hooks bench versions conftest.py
-	$(BIN)/ruff format --no-cache --check code snippets tests hooks bench versions conftest.py
-	$(BIN)/python tests/support/fence_lint.py
+	$(BIN)/ruff check --no-cache $(LINTED)
+	$(BIN)/ruff format --no-cache --check $(LINTED)
+	$(BIN)/python -m page_fences.lint
 	$(BIN)/mypy
 
 # The inner loop, run after each change: lint, then every test but the heavy, slow and full ones
-# (tests/support/tiers.py), the site built once and one page of it audited in Chromium.
+# (page_fences/tiers.py), the site built once and one page of it audited in Chromium.
 # Two workers (pytest-xdist), one per core of the machine the timings in README.md come from;
 # `make test WORKERS=4` on a bigger one. A module's tests stay in one worker, and so do all of
 # tests/browser (tests/support/xdist_scheduling.py), so that a fixture they share (the one

@@ -36,13 +36,8 @@ An unknown name fails the build, so a typo cannot reach a reader.
 from __future__ import annotations
 
 import ast
-import contextlib
-import io
 import json
 import re
-import runpy
-import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -58,22 +53,15 @@ LOOKS_LIKE_ONE = re.compile(r"\{\{\s*[A-Za-z_][^{}]*\}\}")
 
 
 ROOT = Path(__file__).resolve().parent.parent
-# What the sources import: bench/ (provenance, the results' views), hooks/lab_report.py, and the
-# fence machinery in tests/support (fence_includes, fence_census, isolation), so a figure the
-# build computes is the one the fence computes under pytest. MkDocs restores sys.path after it
-# loads a hook, so the folders are added again before each page (on_page_markdown).
-IMPORTABLE = (ROOT, ROOT / "hooks", ROOT / "tests" / "support")
-
-
-def importable() -> None:
-    for folder in IMPORTABLE:
-        if str(folder) not in sys.path:
-            sys.path.append(str(folder))
-
-
-importable()
+# What the sources import: bench/ (provenance, the results' views), versions/ and page_fences/
+# (how a fence runs, the same as under pytest, so a figure the build computes is the one the
+# fence computes in the tests) are installed with the lab (pyproject.toml); lab_report is the
+# hook's neighbour, importable while MkDocs loads this hook (it puts hooks/ on sys.path then).
 import lab_report  # noqa: E402
 from bench import provenance  # noqa: E402
+from page_fences.census import fences  # noqa: E402
+from page_fences.includes import Part, segments  # noqa: E402
+from page_fences.run import figures, printed  # noqa: E402
 from versions import matrix as versions_matrix  # noqa: E402
 
 # --- the registry: one source per prefix ---------------------------------------------------
@@ -151,27 +139,8 @@ def snippet_output(name: str, spec: str | None = None) -> str:
         raise LookupError(f"no snippet {path.relative_to(ROOT)}")
     key = (path, path.stat().st_mtime)
     if key not in _outputs:
-        _outputs[key] = run_snippet(path)
+        _outputs[key] = printed(path)
     return _outputs[key]
-
-
-def run_snippet(path: Path) -> str:
-    printed = io.StringIO()
-
-    def run() -> None:
-        with contextlib.redirect_stdout(printed):
-            runpy.run_path(str(path), run_name="__main__")
-
-    run_isolated(run)
-    return printed.getvalue().rstrip("\n")
-
-
-def run_isolated(run: Callable[[], object]) -> None:
-    """Run as the tests run a fence: seeded, in a scratch folder, global state put back."""
-    from isolation import isolated  # imports torch: only when a page needs it
-
-    with tempfile.TemporaryDirectory() as scratch, isolated(scratch):
-        run()
 
 
 @source("bench")
@@ -197,12 +166,9 @@ DOCS = ROOT / "docs"
 _fence_globals: dict[tuple[str, tuple[float, ...]], dict] = {}
 
 
-def fence_source(fence_id: str) -> tuple[Path, list[tuple[str, str]]]:
-    """The page holding fence {.python #ID} and its code as (filename, source) parts, each
-    included file under its own name, every part on its own line numbers (as the tests run it)."""
-    from fence_census import fences
-    from fence_includes import segments
-
+def fence_source(fence_id: str) -> tuple[Path, list[Part]]:
+    """The page holding fence {.python #ID} and its code as parts, each included file under its
+    own name, every part on its own line numbers (as the tests run it)."""
     for page in sorted(DOCS.rglob("*.md")):
         for fence in fences(page.read_text("utf8")):
             if fence.brace_form and f"#{fence_id}" in fence.options:
@@ -216,18 +182,10 @@ def fence_source(fence_id: str) -> tuple[Path, list[tuple[str, str]]]:
 def fence_value(dotted: str, spec: str | None) -> str:
     fence_id, _, name = dotted.partition(".")
     page, parts = fence_source(fence_id)
-    files = {page} | {Path(filename) for filename, _ in parts}
+    files = {page} | {Path(part.filename) for part in parts}
     key = (fence_id, tuple(f.stat().st_mtime for f in sorted(files)))
     if key not in _fence_globals:
-        namespace: dict = {"__name__": "__main__"}
-
-        def run() -> None:
-            with contextlib.redirect_stdout(io.StringIO()):
-                for filename, source in parts:
-                    exec(compile(source, filename, "exec", dont_inherit=True), namespace)
-
-        run_isolated(run)
-        _fence_globals[key] = namespace
+        _fence_globals[key] = figures(parts)
     namespace = _fence_globals[key]
     if name not in namespace:
         raise LookupError(f"fence #{fence_id} defines no {name!r}")
@@ -451,7 +409,6 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    importable()
     _rendering.update(page=page, files=files)
 
     def fill(match: re.Match) -> str:

@@ -82,8 +82,7 @@ def ledger() -> list[dict]:
 
 def fence_lines() -> dict[tuple[str, str], int]:
     """(page, fence id) → the line of its opening fence, as pytest-markdown-docs names it."""
-    sys.path.insert(0, str(ROOT / "tests" / "support"))
-    from fence_census import fences
+    from page_fences.census import fences
 
     found = {}
     for page in sorted((ROOT / "docs").glob("*.md")):

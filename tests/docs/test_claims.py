@@ -42,7 +42,8 @@ from pathlib import Path
 import markdown
 import pytest
 import yaml
-from fence_census import INCLUDE_LINE, PYTHON_LANGS, Fence, fences, pages
+
+from page_fences.census import INCLUDE_LINE, PYTHON_LANGS, Fence, fences, pages
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

@@ -8,7 +8,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from fence_census import (
+
+from page_fences.census import (
     INCLUDE_LINE,
     bare_word_options,
     fences,

@@ -30,7 +30,8 @@ from typing import Any
 
 import pytest
 import torch.multiprocessing
-from fence_census import fences
+
+from page_fences.census import fences
 
 HEAVY = "heavy"
 # Tests with any of these markers are left out of `make test` (the Makefile's -m).
@@ -102,7 +103,7 @@ def guarded(item: pytest.Item) -> Iterator[list[str]]:
             how = f"mark it `@pytest.mark.{HEAVY}`"
         raise InnerLoopError(
             f"{_where(item)} starts {what}, too slow for `make test`: {how}, "
-            "and it runs in `make test-all` (tests/support/tiers.py)"
+            "and it runs in `make test-all` (page_fences/tiers.py)"
         )
 
     spawn = sys.modules["torch.multiprocessing.spawn"]
