@@ -73,5 +73,7 @@ lab: setup
 bench: setup
 	$(BIN)/python -m bench
 
+# The built site, build/, and what the build computed (hooks/build_cache.py), so that the next
+# build computes everything again.
 clean:
-	rm -rf site build
+	rm -rf site build $(VENV)/build-cache

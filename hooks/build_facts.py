@@ -36,6 +36,7 @@ An unknown name fails the build, so a typo cannot reach a reader.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import re
 from collections.abc import Callable
@@ -55,8 +56,10 @@ LOOKS_LIKE_ONE = re.compile(r"\{\{\s*[A-Za-z_][^{}]*\}\}")
 ROOT = Path(__file__).resolve().parent.parent
 # What the sources import: bench/ (provenance, the results' views), versions/ and page_fences/
 # (how a fence runs, the same as under pytest, so a figure the build computes is the one the
-# fence computes in the tests) are installed with the lab (pyproject.toml); lab_report is the
-# hook's neighbour, importable while MkDocs loads this hook (it puts hooks/ on sys.path then).
+# fence computes in the tests) are installed with the lab (pyproject.toml); build_cache and
+# lab_report are the hook's neighbours, importable while MkDocs loads this hook (it puts
+# hooks/ on sys.path then).
+import build_cache  # noqa: E402
 import lab_report  # noqa: E402
 from bench import provenance  # noqa: E402
 from page_fences.census import fences  # noqa: E402
@@ -128,19 +131,16 @@ def lab_value(path: str, spec: str | None) -> str:
 # Every page says which versions its code blocks were executed on.
 # One short line: the versions this copy of the page was tested with.
 VERIFIED_FOOTER = "\n\n<small>Tested with {}.</small>\n"
-_outputs: dict[tuple[Path, float], str] = {}
 
 
 @source("output")
 def snippet_output(name: str, spec: str | None = None) -> str:
-    """What snippets/NAME.py prints, cached until the file changes (for `mkdocs serve`)."""
+    """What snippets/NAME.py prints, computed once for its code (hooks/build_cache.py)."""
     path = ROOT / "snippets" / f"{name.replace('.', '/')}.py"
     if not path.is_file():
         raise LookupError(f"no snippet {path.relative_to(ROOT)}")
-    key = (path, path.stat().st_mtime)
-    if key not in _outputs:
-        _outputs[key] = printed(path)
-    return _outputs[key]
+    key = build_cache.key("output", [(str(path), path.read_text("utf8"))])
+    return build_cache.cached("output", key, lambda: printed(path), what=name)
 
 
 @source("bench")
@@ -163,7 +163,8 @@ def bench_value(dotted: str, spec: str | None = None) -> str:
 # --- figures computed by a page's own proof: {{ fence.ID.NAME }} ---------------------------
 
 DOCS = ROOT / "docs"
-_fence_globals: dict[tuple[str, tuple[float, ...]], dict] = {}
+# The types a figure may have once a tensor or NumPy scalar is turned into a number (`.item()`).
+FIGURE_TYPES = (bool, int, float, str)
 
 
 def fence_source(fence_id: str) -> tuple[Path, list[Part]]:
@@ -178,18 +179,28 @@ def fence_source(fence_id: str) -> tuple[Path, list[Part]]:
     raise LookupError(f"no fence {{.python #{fence_id}}} on any page")
 
 
+def fence_figures(parts: list[Part]) -> dict[str, bool | int | float | str]:
+    """Run the fence (page_fences/run.py) and keep every figure its namespace holds."""
+    found = {}
+    for name, value in figures(parts).items():
+        with contextlib.suppress(Exception):  # `.item()` of a tensor of many numbers, say
+            value = value.item() if callable(getattr(value, "item", None)) else value
+        if type(value) in FIGURE_TYPES:
+            found[name] = value
+    return found
+
+
 @source("fence")
 def fence_value(dotted: str, spec: str | None) -> str:
+    """A figure the fence {.python #ID} computed, computed once for its code and for every
+    file of the repository it imports (hooks/build_cache.py)."""
     fence_id, _, name = dotted.partition(".")
-    page, parts = fence_source(fence_id)
-    files = {page} | {Path(part.filename) for part in parts}
-    key = (fence_id, tuple(f.stat().st_mtime for f in sorted(files)))
-    if key not in _fence_globals:
-        _fence_globals[key] = figures(parts)
-    namespace = _fence_globals[key]
-    if name not in namespace:
-        raise LookupError(f"fence #{fence_id} defines no {name!r}")
-    value = getattr(namespace[name], "item", lambda: namespace[name])()
+    _, parts = fence_source(fence_id)
+    key = build_cache.key("fence", [(part.filename, part.source) for part in parts])
+    found = build_cache.cached("fence", key, lambda: fence_figures(parts), what=fence_id)
+    if name not in found:
+        raise LookupError(f"fence #{fence_id} defines no number or string {name!r}")
+    value = found[name]
     if spec is not None:
         return format(value, spec)
     if isinstance(value, int) and not isinstance(value, bool):
@@ -401,6 +412,11 @@ def claims_value(name: str, spec: str | None = None) -> str:
 
 
 # --- the hook ----------------------------------------------------------------------------
+
+
+def on_pre_build(config) -> None:
+    """Each build (`mkdocs serve` makes one per edit) looks its inputs up afresh."""
+    build_cache.new_build()
 
 
 def on_files(files, config):

@@ -9,6 +9,10 @@ in exactly one of the three. A plain `pytest` leaves out only slow and full (pyp
 
 - the browser's reading of the site (tests/browser, all but test_smoke.py), in its modules;
 - the quick tier of tests/distributed that launches torchrun, at each test;
+- tests whose runs are real processes, forked or started, killed and run again: the recipe's
+  runs (tests/recipe/test_recipe.py), the fault campaign's processes
+  (tests/reliability/test_campaign_processes.py, its quick tier), the lab's resume in a new
+  process (tests/lab/test_lab_process.py), at each test;
 - the pages' blocks that start gloo ranks: a fence says so with `.ranks` in its options,
   ```` ```{.python #id .ranks} ````, and is marked `heavy` here when it is collected.
 

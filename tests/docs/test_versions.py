@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import torch
-import yaml
 
 from versions import matrix
 from versions.__main__ import nodes_of, verdict
@@ -20,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def entries() -> list[dict]:
-    return yaml.safe_load((ROOT / "docs" / "claims.yml").read_text("utf8"))["claims"]
+    return matrix.claims()
 
 
 def test_runs_are_recorded_for_the_course_release_the_pinned_one_and_a_newer_one():
