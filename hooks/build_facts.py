@@ -196,7 +196,9 @@ def fence_value(dotted: str, spec: str | None) -> str:
     file of the repository it imports (hooks/build_cache.py)."""
     fence_id, _, name = dotted.partition(".")
     _, parts = fence_source(fence_id)
-    key = build_cache.key("fence", [(part.filename, part.source) for part in parts])
+    # The parts' code, not where it stands: an edit above the fence moves it, changing nothing.
+    code = [(part.filename, part.source.lstrip("\n")) for part in parts]
+    key = build_cache.key("fence", code)
     found = build_cache.cached("fence", key, lambda: fence_figures(parts), what=fence_id)
     if name not in found:
         raise LookupError(f"fence #{fence_id} defines no number or string {name!r}")

@@ -15,8 +15,11 @@ the modules here; nothing of it lives in the tests' support folder.
   fence with `run` and `isolation`; the plugin's private API is reached only through
   `markdown_docs_adapter`.
 - `tiers`: what `make test` leaves to `make test-all` (`heavy`, `slow`, `full`; a fence that
-  starts gloo ranks says so with `.ranks`), and the guard that keeps it so.
+  starts gloo ranks says so with `.ranks`, another long one with `.heavy`), and the guard
+  that keeps it so.
 - `lint`: ruff over every fence's code, as snippets/ is linted (`python -m page_fences.lint`).
+- `inputs`: the files of the repository that a fence's code imports, at any depth, read from
+  disk: what the build's cache of a fence's figures is keyed by (hooks/build_cache.py).
 
 It is installed with the lab (pyproject.toml), so the build's hooks, `versions/` and the root
 conftest.py import it by name.
