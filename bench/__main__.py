@@ -1,15 +1,14 @@
-"""`python -m bench`: run the measurements, print what the pages will say, write the results.
+"""`python -m bench`: run the measurements, write the results, print what the pages will say.
 
-Each results file is a list of measurements, each a module with `measure(plan) -> dict`. A file
-is written once its measurements are done; `make test` (the suite measurement, last) then runs
-against the numbers of this very run, and the file is written again with its time.
+MEASUREMENTS says which measurement module fills which key of which results file. A file is
+written (bench/results.py) once its measurements are done; `make test` (the suite measurement,
+last) then runs against the numbers of this very run, and the file is written again with its
+time.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import sys
 import tempfile
 import time
@@ -17,20 +16,20 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import (
-    distributed,
+from . import provenance, results, views
+from .measurements import (
+    distributed_save,
+    distributed_train,
     hash_speed,
     load_memory,
     loop_overhead,
-    provenance,
     sampler_position,
     save_speed,
     serialization,
     suite_time,
-    views,
 )
-from .common import RESULTS_DIR
 from .plan import FULL, QUICK, Plan
+from .results import RESULTS_DIR
 
 # results file -> (key in it, measurement); the suite runs last, after the file is written.
 MEASUREMENTS: dict[str, tuple[tuple[str, ModuleType], ...]] = {
@@ -42,7 +41,7 @@ MEASUREMENTS: dict[str, tuple[tuple[str, ModuleType], ...]] = {
         ("verify_load", load_memory),
         ("loop", loop_overhead),
     ),
-    "distributed": (("measured", distributed),),
+    "distributed": (("save", distributed_save), ("train", distributed_train)),
 }
 SUITE = "performance"  # the file whose `suite` entry times `make test`
 
@@ -51,48 +50,31 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def plan_of(name: str, plan: Plan) -> dict[str, Any]:
-    """The part of the plan a results file was measured with."""
-    if name == "distributed":  # its own settings are in measured.setup
-        return {"mode": plan.mode}
-    fields = dataclasses.asdict(plan)
-    mine = name == "serialization"
-    return {k: v for k, v in fields.items() if k == "mode" or k.startswith("serialization") == mine}
-
-
-def write(name: str, results: dict[str, Any], out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{name}.json"
-    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", "utf8")
-    return path
-
-
 def measure(name: str, plan: Plan, out: Path, suite: bool) -> dict[str, Any]:
     started = provenance.start(Path(tempfile.gettempdir()))
-    results: dict[str, Any] = {"plan": plan_of(name, plan)}
+    measured: dict[str, Any] = {}
     for key, module in MEASUREMENTS[name]:
         t = time.perf_counter()
-        results[key] = module.measure(plan)
+        measured[key] = module.measure(plan)
         load = provenance.load_average()[0]
         log(f"  {name}.{key}: {time.perf_counter() - t:.1f} s (load average {load:.1f})")
     if name == SUITE:
         reason = suite_time.PENDING if plan.suite_repeats else suite_time.QUICK
-        results["suite"] = suite_time.not_measured(reason)
-    results["provenance"] = provenance.finish(started, mode=plan.mode)
-    if name == "serialization":
-        out.mkdir(parents=True, exist_ok=True)
-        serialization.plot(results, out / "serialization.png")
-    write(name, results, out)
+        measured["suite"] = suite_time.not_measured(reason)
+    found = results.assemble(name, plan, measured, started)
+    results.write(out, name, found)
+    if name == "serialization":  # the page's figure, drawn by the results' view
+        views.module(name).plot(found, out / "serialization.png")
     if name == SUITE and suite and plan.suite_repeats:
         log("  performance.suite: make test, then the contract tests")
-        results["suite"] = suite_time.measure(plan)
-        write(name, results, out)
-    return results
+        found["suite"] = suite_time.measure(plan)
+        results.write(out, name, found)
+    return found
 
 
-def show(name: str, results: dict[str, Any]) -> None:
+def show(name: str, found: dict[str, Any]) -> None:
     """Print the tables and verdicts the page will show for these results."""
-    shown = views.view(name, results)
+    shown = views.view(name, found)
     print(f"## {name}: {shown['provenance']['date']}, {shown['provenance']['summary']}\n")
     for key, value in shown.items():
         if key.endswith("table_md"):
@@ -127,20 +109,20 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or (Path(tempfile.mkdtemp(prefix="bench-quick-")) if args.quick else RESULTS_DIR)
     names = args.only or list(MEASUREMENTS)
     if args.suite_only:
-        stored = json.loads((out / f"{SUITE}.json").read_text("utf8"))
+        stored = results.read(out, SUITE)
         stored["suite"] = suite_time.not_measured(suite_time.PENDING)
-        write(SUITE, stored, out)  # what the suite's own tests read meanwhile
+        results.write(out, SUITE, stored)  # what the suite's own tests read meanwhile
         stored["suite"] = suite_time.measure(plan)
-        write(SUITE, stored, out)
+        results.write(out, SUITE, stored)
         show(SUITE, stored)
         return 0
     for name in names:
         if args.show:
-            results = json.loads((out / f"{name}.json").read_text("utf8"))
+            found = results.read(out, name)
         else:
             log(f"{name} ({plan.mode}), load average {provenance.load_average()[0]:.1f}")
-            results = measure(name, plan, out, suite=not args.no_suite)
-        show(name, results)
+            found = measure(name, plan, out, suite=not args.no_suite)
+        show(name, found)
     if not args.show:
         print(f"wrote {', '.join(f'{n}.json' for n in names)} in {out}")
     return 0

@@ -1,8 +1,15 @@
-"""How much each measurement does: the full plan `make bench` runs, and a quick smoke test."""
+"""How much each measurement does: the full plan `make bench` runs, and a quick smoke test.
+
+One dataclass for every measurement. A results file records, as its `plan`, the part it was
+measured with (`recorded`): `serialization_*` fields in serialization.json, `distributed_*`
+fields in distributed.json, the others in performance.json; the mode in every one.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 MIB = 1 << 20
 
@@ -29,6 +36,19 @@ class Plan:
     # torch.save vs safetensors: (key, bytes of float32 data, number of tensors)
     serialization_sizes: tuple[tuple[str, int, int], ...]
     serialization_repeats: int
+    # DCP over gloo ranks: a save of the state sharded over `save_world` ranks, against one
+    # process saving the same bytes (key, bytes of float32 data)
+    distributed_save_world: int
+    distributed_save_sizes: tuple[tuple[str, int], ...]
+    distributed_save_repeats: int
+    distributed_sync_before_save: bool
+    # the lab's throughput: `resume_lab train --shards L` at each world size
+    distributed_worlds: tuple[int, ...]
+    distributed_shards: int
+    distributed_steps: int
+    distributed_warmup_updates: int  # not counted: the first updates of a run
+    distributed_train_runs: int  # timed runs per world size, after one untimed
+    distributed_timeout_s: float  # per launch
 
 
 FULL = Plan(
@@ -56,6 +76,16 @@ FULL = Plan(
         ("mib_1024", 1024 * MIB, 32),
     ),
     serialization_repeats=7,
+    distributed_save_world=2,
+    distributed_save_sizes=(("mb_10", 10**7), ("mb_100", 10**8)),
+    distributed_save_repeats=7,
+    distributed_sync_before_save=True,
+    distributed_worlds=(1, 2, 4),
+    distributed_shards=4,
+    distributed_steps=100,
+    distributed_warmup_updates=10,
+    distributed_train_runs=5,
+    distributed_timeout_s=300.0,
 )
 QUICK = Plan(
     mode="quick",
@@ -77,4 +107,27 @@ QUICK = Plan(
     contract_repeats=0,
     serialization_sizes=(("kib_16", 16 * 1024, 4), ("kib_64", 64 * 1024, 4)),
     serialization_repeats=1,
+    distributed_save_world=2,
+    distributed_save_sizes=(("kib_512", 512 * 1024),),
+    distributed_save_repeats=1,
+    distributed_sync_before_save=False,
+    distributed_worlds=(1, 2),
+    distributed_shards=2,
+    distributed_steps=8,
+    distributed_warmup_updates=2,
+    distributed_train_runs=1,
+    distributed_timeout_s=180.0,
 )
+
+# These results files record the fields that start with their prefix; performance.json the rest.
+OWN_PREFIX = {"serialization": "serialization_", "distributed": "distributed_"}
+
+
+def recorded(plan: Plan, name: str) -> dict[str, Any]:
+    """The part of the plan results file `name` was measured with (its mode, and its fields)."""
+    own = OWN_PREFIX.get(name)
+
+    def belongs(key: str) -> bool:
+        return key.startswith(own) if own else not key.startswith(tuple(OWN_PREFIX.values()))
+
+    return {k: v for k, v in dataclasses.asdict(plan).items() if k == "mode" or belongs(k)}

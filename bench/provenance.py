@@ -7,8 +7,10 @@ not imported: the versions come from the installed packages' metadata.
     started = provenance.start()          # at the start of a run
     ...                                   # measure
     record = provenance.finish(started)   # at its end: everything below, as plain data
+    provenance.worded(record)             # what a page says about it, computed when shown
 
-A record is numbers and names only (no sentences): the page that shows it words it.
+A record is numbers and names only (no sentences); `worded` is how every page words one (the
+benchmarks' views and the fault campaigns' results alike), so it is not stored.
 """
 
 from __future__ import annotations
@@ -114,3 +116,31 @@ def finish(started: dict[str, Any], **fields: Any) -> dict[str, Any]:
     record["duration_s"] = round(time.monotonic() - started["_clock"], 1)
     record["load_average_end"] = load_average()
     return record | fields
+
+
+# --- how a page words a record ----------------------------------------------------------------
+
+
+def date(timestamp: str) -> str:
+    """2026-11-30T09:11:33+00:00 as a page shows it: 2026-11-30 09:11 UTC."""
+    day, _, clock = timestamp.partition("T")
+    return f"{day} {clock[:5]} UTC"
+
+
+def worded(record: dict[str, Any], method: str | None = None) -> dict[str, Any]:
+    """The record with `date`, `load_average` and `summary` worded for a page; `method` (how
+    many runs, say) is said before the load average."""
+    m, v = record["machine"], record["versions"]
+    start = record["load_average_start"][0]
+    end = record["load_average_end"][0] if "load_average_end" in record else None
+    scratch = f", {m['scratch_fs']} scratch disk" if "scratch_fs" in m else ""
+    words = (
+        f"{m['cpu']} ({m['cores']} cores, {m['ram_gib']} GiB RAM{scratch}), {m['os']}; "
+        f"torch {v['torch']}, numpy {v['numpy']}, safetensors {v['safetensors']}, "
+        f"Python {v['python']}"
+    )
+    if method is not None:
+        words += "; " + method
+    load = f"{start:.1f} at the start" + ("" if end is None else f", {end:.1f} at the end")
+    words += f"; 1-minute load average {load}, on {m['cores']} cores"
+    return record | {"date": date(record["started"]), "load_average": load, "summary": words}

@@ -10,8 +10,9 @@ run first and the order of `hooks:` in mkdocs.yml does not matter.
 - `{{ output.NAME }}`: what `snippets/NAME.py` prints when run (the same file the page includes
   and the tests execute), run once per build in a temporary folder, seeded as the tests seed it.
 - `{{ bench.FILE.KEY.SUBKEY }}`: from `docs/assets/bench/FILE.json`, the numbers `make bench`
-  last measured, seen through bench/views.py: the stored numbers plus what the page words from
-  them (tables, verdicts, sentences), computed now, so rewording needs no new measurement.
+  last measured, seen through FILE's one view in bench/views/: the stored numbers plus what the
+  page words from them (tables, verdicts, sentences), computed now, so rewording needs no new
+  measurement.
 - `{{ lab.KEY.SUBKEY }}`, `{{ lab.summary }}`: the lab's demo, run once per build
   (hooks/lab_report.py, which also draws `assets/lab/curves.png`).
 - `{{ fence.ID.NAME }}`: the value of `NAME` after the fence marked `{.python #ID}` (on any page)
@@ -146,7 +147,8 @@ def snippet_output(name: str, spec: str | None = None) -> str:
 
 @source("bench")
 def bench_value(dotted: str, spec: str | None = None) -> str:
-    """A value from docs/assets/bench/FILE.json, by its dotted path, through bench/views.py."""
+    """A value from docs/assets/bench/FILE.json, by its dotted path, through FILE's view
+    (bench/views/), put in as the view words it."""
     from bench import views
 
     file, _, path = dotted.partition(".")

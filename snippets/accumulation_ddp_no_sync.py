@@ -29,9 +29,12 @@ def window_batch() -> tuple[torch.Tensor, torch.Tensor]:
     return x, torch.randint(0, 3, (WINDOW,), generator=gen)
 
 
-def accumulate(rank: int, world_size: int) -> list[list[torch.Tensor]]:
+def accumulate(
+    rank: int, world_size: int, no_sync: bool = True
+) -> list[list[torch.Tensor]]:
     """One rank, inside a gloo process group: its K micro-batches of the
-    window, then one step; returns its .grad after each micro-batch."""
+    window, then one step; returns its .grad after each micro-batch.
+    no_sync=False: every micro-batch synchronizes (exercise 3)."""
     model = DistributedDataParallel(make_model())
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x, y = window_batch()
@@ -41,7 +44,8 @@ def accumulate(rank: int, world_size: int) -> list[list[torch.Tensor]]:
         zip(x[mine].split(MICRO), y[mine].split(MICRO), strict=True), start=1
     ):
         last_of_window = micro % K == 0
-        with nullcontext() if last_of_window else model.no_sync():
+        synced = last_of_window or not no_sync
+        with nullcontext() if synced else model.no_sync():
             loss = F.cross_entropy(model(xb), yb) / K
             # inside no_sync: add into the local .grad, nothing sent;
             # outside: add, then average the whole .grad across ranks
@@ -53,7 +57,9 @@ def accumulate(rank: int, world_size: int) -> list[list[torch.Tensor]]:
     return seen
 
 
-def run_window(timeout: float = 60.0) -> list[list[list[torch.Tensor]]]:
+def run_window(
+    timeout: float = 60.0, no_sync: bool = True
+) -> list[list[list[torch.Tensor]]]:
     """Start the ranks (each joins the group before `accumulate` runs) and
     wait for them; return grads[rank][micro][param]."""
-    return run_ranks(accumulate, WORLD_SIZE, timeout=timeout)
+    return run_ranks(accumulate, WORLD_SIZE, no_sync, timeout=timeout)

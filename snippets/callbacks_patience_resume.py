@@ -5,9 +5,9 @@ import torch
 
 from resume_lab.build import build_trainer
 from resume_lab.callbacks import EarlyStopping
+from resume_lab.compare import tensors_equal
 from resume_lab.config import LabConfig
 from resume_lab.events import EARLY_STOPPING
-from resume_lab.experiment import tensors_equal
 from resume_lab.resume import resume, save_training
 
 # Bitwise comparisons need the same thread count on both sides.
@@ -48,8 +48,18 @@ assert tensors_equal(restored.model.state_dict(), a.model.state_dict())
 # again from zero.
 forgetful = build_trainer(config, init_seed=config.seed + 1)
 resume(forgetful, "run")
-# A fresh counter: best -1.0, bad 0.
 forgetful.callbacks = [EarlyStopping(config.patience)]
+assert stopper(forgetful).state_dict() == {
+    "best": -1.0,
+    "best_step": 0,
+    "bad": 0,
+}
+# The first evaluation after the restart counts as an improvement ...
+first_evaluation = kill_at + config.eval_every
+forgetful.fit(first_evaluation)
+assert stopper(forgetful).best_step == first_evaluation
+assert stopper(forgetful).bad == 0
+# ... and the patience starts over.
 assert forgetful.fit(config.steps) == EARLY_STOPPING
 assert forgetful.step > a.step  # it trains past the point where A stopped
 # And "best" now names another update.

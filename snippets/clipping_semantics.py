@@ -58,8 +58,24 @@ untouched = model_with_grads()
 clip_grad_norm_(untouched.parameters(), max_norm=1e6)
 assert torch.equal(flat_grad(untouched), before)
 
-# 5. The two public halves (torch >= 2.6) do the same arithmetic: bitwise
-# equal results.
+
+def one_grad(value: float) -> torch.nn.Parameter:
+    """A parameter whose gradient is the one entry `value`."""
+    p = torch.nn.Parameter(torch.zeros(1))
+    p.grad = torch.tensor([value])
+    return p
+
+
+# ... as long as norm + 1e-6 <= max_norm: a norm just under max_norm, within
+# the guard, is already scaled (a little).
+clear, near = one_grad(MAX_NORM - 1e-3), one_grad(MAX_NORM - 5e-7)
+clear_before, near_before = clear.grad.clone(), near.grad.clone()
+clip_grad_norm_([clear], MAX_NORM)
+clip_grad_norm_([near], MAX_NORM)
+assert torch.equal(clear.grad, clear_before)
+assert near.grad < near_before
+
+# 5. The two public halves do the same arithmetic: bitwise equal results.
 two_step = model_with_grads()
 total = get_total_norm([p.grad for p in two_step.parameters()])
 clip_grads_with_norm_(two_step.parameters(), MAX_NORM, total)

@@ -26,23 +26,40 @@ with torch.inference_mode():
 assert abs(metrics["val_loss"] - per_example_loss.mean().item()) < 1e-6
 assert metrics["val_accuracy"] == per_example_correct.sum().item() / len(y)
 
-# Wrong: average each batch, then average the averages.
-loss_means = [
-    chunk.mean().item() for chunk in per_example_loss.split(EVAL_BATCH)
-]
-acc_means = [
-    chunk.mean().item() for chunk in per_example_correct.split(EVAL_BATCH)
-]
-mean_of_loss_means = sum(loss_means) / len(loss_means)
-mean_of_acc_means = sum(acc_means) / len(acc_means)
-# By chance, the untrained model gets all ten tail examples wrong.
-assert acc_means[-1] == 0.0
-assert abs(mean_of_acc_means - metrics["val_accuracy"]) > 0.05
 
-# Why: in a mean of batch means each example weighs
-# 1 / (number of batches * its batch size).
-overweight = sizes[0] // sizes[-1]
-assert overweight == 20
+# Wrong: average each batch, then average the averages.
+def mean_of_means(values: torch.Tensor) -> float:
+    means = [chunk.mean().item() for chunk in values.split(EVAL_BATCH)]
+    return sum(means) / len(means)
+
+
+mean_of_loss_means = mean_of_means(per_example_loss)
+mean_of_acc_means = mean_of_means(per_example_correct)
+acc_means = [c.mean().item() for c in per_example_correct.split(EVAL_BATCH)]
+# By chance, the untrained model gets all ten tail examples wrong, and the
+# mean of batch means reports a lower accuracy than the split has.
+assert acc_means[-1] == 0.0
+assert mean_of_acc_means < metrics["val_accuracy"] - 0.05
+
+
+# How much one example weighs: flip it from wrong to right, in the tail and
+# then in the first full batch, and see how far each average moves.
+def flipped(i: int) -> torch.Tensor:
+    changed = per_example_correct.clone()
+    changed[i] = 1 - changed[i]
+    return changed
+
+
+moves = {
+    where: mean_of_means(flipped(i)) - mean_of_acc_means
+    for where, i in (("tail", len(y) - 1), ("full", 0))
+}
+overweight = round(abs(moves["tail"] / moves["full"]))
+assert overweight == full // tail == 20
+# Sums over counts: any one example moves the accuracy by 1 / 410.
+for i in (len(y) - 1, 0):
+    move = flipped(i).sum().item() / len(y) - metrics["val_accuracy"]
+    assert abs(abs(move) - 1 / len(y)) < 1e-9
 
 print(f"{len(y)} examples in batches of {', '.join(map(str, sizes))}")
 print(

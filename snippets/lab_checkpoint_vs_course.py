@@ -10,8 +10,8 @@ import torch
 from resume_lab import state_keys as keys
 from resume_lab.build import build_trainer
 from resume_lab.checkpoint import STATE_FILE, load_checkpoint
+from resume_lab.compare import checkpoint_bytes
 from resume_lab.config import LabConfig
-from resume_lab.experiment import checkpoint_bytes
 from resume_lab.resume import save_training
 
 torch.set_num_threads(1)

@@ -3,10 +3,10 @@
     python recipe.py --output-dir DIR [--steps 200] [--accum 4]
                      [--save-every 20] [--seed 0] [--device cpu|cuda]
 
-Kill it at any moment (kill -9 too) and run the same command again: it ends
-with the weights of a run never interrupted, bit for bit. Exit codes: 0 done
-(DIR/final.pt is the model's state_dict), 75 stopped by SIGTERM or SIGINT
-(rerun to resume), 1 a checkpoint refused, 2 bad options. torch + stdlib only.
+Kill it (kill -9 too), even mid-save, and run the same command again: it
+ends with the weights of a run never interrupted, bit for bit. Exit codes: 0
+done (DIR/final.pt is the model's state_dict), 75 stopped by SIGTERM or SIGINT
+(rerun to resume), 1 a checkpoint refused or an error, 2 bad options.
 """
 
 import argparse
@@ -191,11 +191,11 @@ def load_checkpoint(folder: Path, options: dict[str, Any]) -> Any:
     path = folder / "state.pt"
     if hashlib.sha256(data).hexdigest() != digest:
         raise Refused(f"refused {path}: its SHA-256 is not the manifest's")
-    try:  # weights_only: tensors and plain containers, never code
+    try:  # weights_only: nothing outside torch's allowlist, never code
         state = torch.load(io.BytesIO(data), "cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError):
         state = None
-    if not isinstance(state, dict) or set(state) != STATE_KEYS:
+    if not isinstance(state, dict) or STATE_KEYS - set(state):
         why = "not a training state that torch.load(weights_only=True) loads"
         raise Refused(f"refused {path}: {why}")
     return state

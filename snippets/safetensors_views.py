@@ -38,12 +38,17 @@ assert size["view.safetensors"] < 100
 assert torch.equal(load_file("view.safetensors")["x"], view)
 # A view that skips elements is not contiguous: safetensors asks you to make it
 # so first.
-try:
-    save_file({"x": big[::2]}, "strided.safetensors")
-    raise AssertionError("safetensors saved a non-contiguous view")
-except ValueError as err:
-    assert "non contiguous" in str(err)
-save_file({"x": big[::2].contiguous()}, "strided.safetensors")
+for strided in (
+    big[::2],
+    big.view(1000, 100).t(),
+):  # every other one; a transpose
+    assert not strided.is_contiguous()
+    try:
+        save_file({"x": strided}, "strided.safetensors")
+        raise AssertionError("safetensors saved a non-contiguous view")
+    except ValueError as err:
+        assert "non contiguous" in str(err)
+    save_file({"x": strided.contiguous()}, "strided.safetensors")
 
 width = max(len(name) for name in size)
 for name in ("view.pt", "clone.pt", "view.safetensors", "clone.safetensors"):

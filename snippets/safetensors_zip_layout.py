@@ -28,6 +28,12 @@ with zipfile.ZipFile("model.pt") as archive:
         # Stored, not compressed: the bytes are as in memory.
         assert method == zipfile.ZIP_STORED
         start = entry.header_offset + LOCAL_HEADER.size + name_len + extra_len
+        # The extra field holds only padding: a block tagged FB, its length,
+        # then that many Z bytes.
+        extra = raw[start - extra_len : start]
+        assert extra[:2] == b"FB"
+        assert struct.unpack("<H", extra[2:4]) == (extra_len - 4,)
+        assert set(extra[4:]) <= {ord("Z")}
         data = raw[start : start + entry.file_size]
         # Our offset arithmetic finds the right bytes.
         assert data == archive.read(entry)

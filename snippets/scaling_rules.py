@@ -13,9 +13,10 @@ from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
 )
 
+from resume_lab.build import build_trainer
 from resume_lab.config import LabConfig
-from resume_lab.sharded import ShardedTrainer, build_sharded_trainer
-from resume_lab.sharded_checkpoint import commit, resume_sharded, start_save
+from resume_lab.loop import Trainer
+from resume_lab.resume import resume, save_training
 from resume_lab.shards import ShardGenerators, owned, shard_slice
 from resume_lab.world import World
 
@@ -73,12 +74,12 @@ CONTROL = LabConfig(steps=16, eval_every=0, patience=None)
 STOP = 6
 
 
-def weights(trainer: ShardedTrainer) -> dict[str, torch.Tensor]:
+def weights(trainer: Trainer) -> dict[str, torch.Tensor]:
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     return get_model_state_dict(trainer.model, options=options)
 
 
-def history(trainer: ShardedTrainer) -> list[tuple[float, float]]:
+def history(trainer: Trainer) -> list[tuple[float, float]]:
     """(loss, pre-clip gradient norm) of every update."""
     return [(r["loss"], r["grad_norm"]) for r in trainer.history]
 
@@ -93,20 +94,23 @@ def whole_and_resumed(
     world = World(rank, world_size)
     Path(folder).mkdir(parents=True, exist_ok=True)
 
-    def build() -> ShardedTrainer:
-        return build_sharded_trainer(
-            CONTROL, world=world, shards=world_size, fixed=fixed
+    def build() -> Trainer:  # a ShardedTrainer on L = W logical shards
+        return build_trainer(
+            CONTROL,
+            init_seed=CONTROL.seed,
+            world=world,
+            shards=world_size,
+            fixed=fixed,
         )
 
     whole = build()
     whole.fit(CONTROL.steps)
     stopped = build()
     stopped.fit(STOP)
-    pending = start_save(stopped, Path(folder), log=None)
-    checkpoint = commit(pending, CONTROL.to_dict()) if world.is_writer else None
-    checkpoint = world.broadcast(checkpoint)
+    # every rank writes its pieces; rank 0 commits; all get the directory
+    checkpoint = save_training(stopped, folder, pointers=())
     resumed = build()
-    resume_sharded(resumed, checkpoint)
+    resume(resumed, checkpoint)
     resumed.fit(CONTROL.steps)
     return {
         "whole": (weights(whole), history(whole)),

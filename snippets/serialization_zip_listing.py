@@ -1,6 +1,8 @@
 """Open a torch.save file as the ZIP archive it is, and check every
 entry in it."""
 
+import io
+import pickle
 import pickletools
 import struct
 import sys
@@ -35,9 +37,13 @@ with zipfile.ZipFile("tiny.pt") as archive:
     infos = archive.infolist()
     contents = {info.filename: archive.read(info) for info in infos}
 
-# Every entry sits in one folder named after the file: tiny/data.pkl,
-# tiny/data/0, ...
+# Saved to a path, every entry sits in one folder named after the file:
+# tiny/data.pkl, tiny/data/0, ... Saved to a file object, in archive/.
 assert {name.split("/", 1)[0] for name in contents} == {"tiny"}
+buffer = io.BytesIO()
+torch.save({"model": model.state_dict(), "step": 7}, buffer)
+with zipfile.ZipFile(buffer) as archive:
+    assert {name.split("/", 1)[0] for name in archive.namelist()} == {"archive"}
 entries = {name.split("/", 1)[1]: data for name, data in contents.items()}
 assert set(entries) == {
     # the pickled object, with every storage replaced by a reference
@@ -55,7 +61,16 @@ alignment = entries[".storage_alignment"].decode()
 version = entries["version"].strip().decode()
 assert (version, format_version, alignment) == ("3", "1", "64")
 assert entries["byteorder"].decode() == sys.byteorder == "little"
-assert entries[".data/serialization_id"].isdigit()
+
+# The id is computed from the contents: the same data saved again gets the
+# same id, other data another.
+serialization_id = entries[".data/serialization_id"]
+assert serialization_id.isdigit()
+torch.save({"model": model.state_dict(), "step": 7}, "again.pt")
+torch.save({"model": nn.Linear(3, 2).state_dict(), "step": 7}, "other.pt")
+with zipfile.ZipFile("again.pt") as again, zipfile.ZipFile("other.pt") as other:
+    assert again.read("again/.data/serialization_id") == serialization_id
+    assert other.read("other/.data/serialization_id") != serialization_id
 
 # Stored, not compressed: every entry's bytes appear verbatim in the file.
 assert all(info.compress_type == zipfile.ZIP_STORED for info in infos)
@@ -70,14 +85,29 @@ assert all(payload_start(info) % int(alignment) == 0 for info in storages)
 assert entries["data/0"] == model.weight.detach().numpy().tobytes()
 assert entries["data/1"] == model.bias.detach().numpy().tobytes()
 
-# data.pkl holds no tensor data, only one persistent reference per storage:
-# ('storage', storage type, key, device, length), read back by a BINPERSID
-# opcode.
+# data.pkl holds no tensor data, only one persistent reference per storage,
+# read back by a BINPERSID opcode.
 ops = list(pickletools.genops(entries["data.pkl"]))
 assert sum(op.name == "BINPERSID" for op, _, _ in ops) == len(storages)
-strings = [arg for op, arg, _ in ops if op.name == "BINUNICODE"]
-# (pickle writes a repeated string once)
-assert {"storage", "cpu", "0", "1"} <= set(strings)
+
+
+class References(pickle.Unpickler):
+    """Unpickles data.pkl with each tensor replaced by its storage's
+    reference."""
+
+    def persistent_load(self, reference: tuple) -> tuple:
+        return reference
+
+    def find_class(self, module: str, name: str) -> object:
+        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
+            return lambda reference, *view: reference
+        return super().find_class(module, name)
+
+
+refs = References(io.BytesIO(entries["data.pkl"])).load()["model"]
+# ('storage', its type, its key, the device it was on, its length in elements)
+assert refs["weight"] == ("storage", torch.FloatStorage, "0", "cpu", 6)
+assert refs["bias"] == ("storage", torch.FloatStorage, "1", "cpu", 2)
 assert b"PK\x06\x06" in raw  # a ZIP64 end-of-central-directory record
 
 print(f"{'entry':<28}{'bytes':>6}{'data at':>9}{'% 64':>6}  content")

@@ -34,7 +34,7 @@ while updates < UPDATES:
     opt.step()
     sched.step()
     opt.zero_grad(set_to_none=True)
-    updates += 1  # clock 2: updates drive the schedule, evaluation, checkpoints
+    updates += 1  # clock 2: updates, which the schedule follows
 
 assert micro == K * updates and examples == MICRO_BATCH * micro
 assert sched.last_epoch == UPDATES and sched.get_last_lr()[0] == 0.0
@@ -50,8 +50,10 @@ for _ in range(K * UPDATES):
     sgd.step()
     lost.step()
     lr_after_micro.append(lost.get_last_lr()[0])
-ended_at_update = (lr_after_micro.index(0.0) + 1) // K
-assert ended_at_update == UPDATES // K
+first_zero = lr_after_micro.index(0.0) + 1  # after this many micro-batches
+assert first_zero == UPDATES  # the horizon, counted in micro-batches
+ended_at_update = math.ceil(first_zero / K)  # the update that micro-batch is in
+assert ended_at_update * K == UPDATES  # K times too early
 print(
     f"{micro} micro-batches, {updates} updates, {examples} examples; "
     "stepped per micro-batch, "

@@ -51,9 +51,9 @@ def windows(epoch: int):
 step = micro = examples = 0  # the three clocks
 log = []
 model.train()
+started = last_log = time.perf_counter()  # step time: log point to log point
 for epoch in range(EPOCHS):
     for window in windows(epoch):
-        started = time.perf_counter()
         # The divisor: known before the first backward.
         n = sum(len(idx) for idx in window)
         loss_sum = torch.zeros(())  # stays a tensor inside the loop: no sync
@@ -70,43 +70,55 @@ for epoch in range(EPOCHS):
         opt.zero_grad(set_to_none=True)
         step += 1  # clock 2: updates (schedule, evaluation, checkpoints)
         examples += n  # clock 3: data
-        log.append(  # the log point: the only .item() calls of the update
+        # The log point: the only .item() calls of the update.
+        loss_value, norm_value = loss_sum.item(), grad_norm.item()
+        now = time.perf_counter()  # after the syncs: the update's work is done
+        log.append(
             {
                 "step": step,
                 "examples": examples,
                 "micro": micro,
-                "loss": loss_sum.item(),
-                "grad_norm": grad_norm.item(),
+                "loss": loss_value,
+                "grad_norm": norm_value,
                 "lr": lr,
-                "step_time": time.perf_counter() - started,
+                "step_time": now - last_log,
             }
         )
+        last_log = now
 
 # The clocks: a short window makes examples a poor proxy for
-# K x MICRO x updates.
-assert step == TOTAL == 6 and micro == EPOCHS * micro_per_epoch == 22
+# K x MICRO x updates. One log line per update.
+assert step == len(log) == TOTAL == 6
+assert micro == EPOCHS * micro_per_epoch == 22
 assert examples == EPOCHS * len(X) == 176
-sizes = [
-    sum(len(idx) for idx in w)
+# Each window as (micro-batches, examples): two full ones, then a short one.
+shapes = [
+    (len(w), sum(len(idx) for idx in w))
     for epoch in range(EPOCHS)
     for w in windows(epoch)
 ]
-assert sizes == [32, 32, 24] * EPOCHS
-full, short = sizes[0], sizes[-1]  # examples in a full and in a short window
-short_micro = short // MICRO  # micro-batches in the short window
+assert shapes == [(K, K * MICRO), (K, K * MICRO), (3, 24)] * EPOCHS
+(full_micro, full), (short_micro, short) = shapes[0], shapes[-1]
+micro_steps, sizes = zip(*shapes, strict=True)
+assert [r["micro"] for r in log] == list(itertools.accumulate(micro_steps))
 assert [r["examples"] for r in log] == list(itertools.accumulate(sizes))
 # The logged rate is the one each update used: warmup, then cosine; the
-# schedule ends at TOTAL.
+# schedule ends at TOTAL, after an update that still had a rate above zero.
 assert [r["lr"] for r in log] == [3e-2 * warmup_cosine(u) for u in range(TOTAL)]
 assert sched.last_epoch == TOTAL and sched.get_last_lr()[0] == 0.0
-assert all(r["step_time"] > 0 for r in log)
+assert log[-1]["lr"] > 0
+# Step times run from log point to log point, so they add up to the whole
+# run: fetching each window is inside them too.
+total_time = sum(r["step_time"] for r in log)
+assert math.isclose(total_time, last_log - started, rel_tol=0, abs_tol=1e-9)
 
-print(
-    f"{'step':>4} {'micro':>5} {'examples':>8} "
-    f"{'loss':>7} {'grad norm':>9} {'lr':>9}"
-)
-for r in log:
+if __name__ == "__main__":  # run as a script: print the log
     print(
-        f"{r['step']:>4} {r['micro']:>5} {r['examples']:>8} {r['loss']:>7.4f} "
-        f"{r['grad_norm']:>9.4f} {r['lr']:>9.2e}"
+        f"{'step':>4} {'micro':>5} {'examples':>8} "
+        f"{'loss':>7} {'grad norm':>9} {'lr':>9}"
     )
+    for r in log:
+        print(
+            f"{r['step']:>4} {r['micro']:>5} {r['examples']:>8} "
+            f"{r['loss']:>7.4f} {r['grad_norm']:>9.4f} {r['lr']:>9.2e}"
+        )

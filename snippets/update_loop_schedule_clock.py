@@ -21,9 +21,9 @@ def warmup_cosine(t: int) -> float:
 
 def lr_used_by_each_update(
     step_per_micro_batch: bool,
-) -> tuple[list[float], list[str]]:
-    """The learning rate each of the UPDATES updates runs with, and any warnings
-    raised."""
+) -> tuple[list[float], list[str], int]:
+    """The learning rate each of the UPDATES updates runs with, every warning
+    raised, and the scheduler's counter at the end."""
     w = torch.nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([w], lr=1.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine)
@@ -41,11 +41,15 @@ def lr_used_by_each_update(
                     opt.zero_grad()
             if not step_per_micro_batch:
                 sched.step()
-    return used, [str(c.message) for c in caught]
+    warned = [f"{c.category.__name__}: {c.message}" for c in caught]
+    return used, warned, sched.last_epoch
 
 
-right, right_warnings = lr_used_by_each_update(step_per_micro_batch=False)
-wrong, wrong_warnings = lr_used_by_each_update(step_per_micro_batch=True)
+# Each run goes to its end: nothing raises.
+right, right_warnings, right_count = lr_used_by_each_update(False)
+wrong, wrong_warnings, wrong_count = lr_used_by_each_update(True)
+# The counter counts sched.step() calls: UPDATES of them, or K x UPDATES.
+assert right_count == UPDATES and wrong_count == K * UPDATES
 
 # Per update: the schedule as written, ending at the last update.
 assert (
@@ -66,11 +70,9 @@ first_zero = wrong.index(0.0)
 assert first_zero == UPDATES // K - 1 and set(wrong[first_zero:]) == {0.0}
 zero_from = first_zero + 1  # numbering the updates from 1, as the table does
 # The only hint: sched.step() ran before the first opt.step(), and PyTorch
-# warns about the order.
-assert (
-    len(wrong_warnings) == 1
-    and "before `optimizer.step()`" in wrong_warnings[0]
-)
+# warns about the order, once.
+order = "UserWarning: Detected call of `lr_scheduler.step()` before"
+assert len(wrong_warnings) == 1 and wrong_warnings[0].startswith(order)
 
 print(f"K = {K}; warmup {WARMUP} and cosine to zero over {UPDATES} updates")
 print(

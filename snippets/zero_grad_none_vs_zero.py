@@ -6,10 +6,11 @@ import math
 import torch
 
 
-def one_step(optimizer: str, grad: str, warm: bool) -> tuple[float, dict]:
+def one_step(optimizer: str, grad: str, warm: bool) -> tuple[float, dict, bool]:
     """A scalar weight of 1.0; optionally one real step (gradient 1.0) first;
     then one step whose gradient is `grad`: "none" (.grad is None) or "zero"
-    (.grad is a zero tensor)."""
+    (.grad is a zero tensor). Returns the weight, the state, and whether
+    that last step moved the weight at all."""
     w = torch.nn.Parameter(torch.tensor(1.0))
     if optimizer == "AdamW":
         opt = torch.optim.AdamW([w], lr=0.1, weight_decay=0.1)
@@ -18,16 +19,19 @@ def one_step(optimizer: str, grad: str, warm: bool) -> tuple[float, dict]:
     if warm:
         w.grad = torch.tensor(1.0)
         opt.step()
+    before = w.detach().clone()
     w.grad = None if grad == "none" else torch.zeros(())
     opt.step()
-    return w.item(), opt.state[w]
+    return w.item(), opt.state[w], not torch.equal(w, before)
 
 
-rows = []
+rows, moved = [], {}
 for optimizer in ("AdamW", "SGD"):
     for warm in (False, True):
         for grad in ("none", "zero"):
-            value, state = one_step(optimizer, grad, warm)
+            value, state, moved[optimizer, warm, grad] = one_step(
+                optimizer, grad, warm
+            )
             rows.append((optimizer, warm, grad, value, state))
 
 results = {
@@ -39,10 +43,24 @@ steps = {
     for opt, warm, grad, _, state in rows
 }
 
-# Fresh optimizer, .grad is None: the step skips the weight and creates no
-# state at all.
+# .grad is None: the step leaves the weight exactly as it was, fresh or not,
+# and a fresh optimizer creates no state at all.
 for opt in ("AdamW", "SGD"):
+    assert not moved[(opt, False, "none")] and not moved[(opt, True, "none")]
     assert results[(opt, False, "none")] == (1.0, [])
+# The state column, row by row: a zero gradient makes state where None
+# does not.
+adam_keys = ["exp_avg", "exp_avg_sq", "step"]
+assert {key: keys for key, (_, keys) in results.items()} == {
+    ("AdamW", False, "none"): [],
+    ("AdamW", False, "zero"): adam_keys,
+    ("AdamW", True, "none"): adam_keys,
+    ("AdamW", True, "zero"): adam_keys,
+    ("SGD", False, "none"): [],
+    ("SGD", False, "zero"): ["momentum_buffer"],
+    ("SGD", True, "none"): ["momentum_buffer"],
+    ("SGD", True, "zero"): ["momentum_buffer"],
+}
 
 # Fresh AdamW, zero gradient: Adam's own update is 0 / (0 + eps) = 0, but
 # decoupled weight decay still multiplies the weight by 1 - lr * wd = 0.99
@@ -75,6 +93,7 @@ assert round(adamw_zero, 6) == 0.814094
 skipped_steps = steps[("AdamW", True, "none")]
 zero_steps = steps[("AdamW", True, "zero")]
 assert skipped_steps == 1 and zero_steps == 2
+assert steps[("AdamW", False, "zero")] == 1  # the fresh row's one step
 # SGD with momentum: the buffer (0.9 x 1.0) keeps pushing:
 # 0.9 -> 0.9 - 0.1 x 0.9 = 0.81.
 sgd_one_step = results[("SGD", True, "none")][0]

@@ -12,9 +12,12 @@ are named by the version the environment reports, never by a version typed here.
 
 In each environment pytest runs every block on the pages and every test the ledger names as a
 proof, as a plain `pytest` does (the slow and full tiers left out: they are recorded as not
-run). The results land in docs/assets/versions/torch-VERSION.json: for each claim of the
-ledger, `passed`, `failed` with the first failing page line and the message, or `not run`
-and why. The site's *What changed since 2.8* page renders its matrix from these files.
+run). The results land in docs/assets/versions/torch-VERSION.json: when the run began, the
+commit it ran (and whether the tree had uncommitted changes), and for each claim of the
+ledger `passed`, `failed` with where (the fence and its line, `PAGE.md#ID, line N of the
+block`, or a test's page line) and the message, or `not run` and why, with the digest of the
+proof as it stood when the run began (versions/proofs.py). The site's *Other torch releases*
+page renders these files.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import sys
 from pathlib import Path
 
 import yaml
+
+from versions.proofs import fence_where, page_fences, proof_digests
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "assets" / "versions"
@@ -51,17 +56,22 @@ def python_of(spec: str) -> Path:
     return BUILD / f"torch-{spec}" / "bin" / "python"
 
 
+def other_pins() -> list[str]:
+    """requirements.txt without torch: every release runs with the same NumPy, safetensors..."""
+    return [
+        line
+        for line in (ROOT / "requirements.txt").read_text("utf8").splitlines()
+        if line.strip() and not line.startswith(("#", "torch=="))
+    ]
+
+
 def make_environment(spec: str) -> Path:
     """build/torch-SPEC with torch SPEC and the project's other pins; reused when stamped."""
     python = python_of(spec)
     if spec == "installed":
         return python
     folder = python.parents[1]
-    pins = [
-        line
-        for line in (ROOT / "requirements.txt").read_text("utf8").splitlines()
-        if line.strip() and not line.startswith(("#", "torch=="))
-    ]
+    pins = other_pins()
     stamp = folder / ".installed"
     # pyproject.toml says which of the repository's packages are installed (the lab,
     # page_fences, ...): a change to it installs the project again.
@@ -82,26 +92,27 @@ def ledger() -> list[dict]:
     return yaml.safe_load((ROOT / "docs" / "claims.yml").read_text("utf8"))["claims"]
 
 
-def fence_lines() -> dict[tuple[str, str], int]:
-    """(page, fence id) → the line of its opening fence, as pytest-markdown-docs names it."""
-    from page_fences.census import fences
-
-    found = {}
-    for page in sorted((ROOT / "docs").glob("*.md")):
-        for fence in fences(page.read_text("utf8")):
-            for option in fence.options:
-                if option.startswith("#"):
-                    found[(page.name, option[1:])] = fence.line
-    return found
+def git(*words: str) -> str:
+    return subprocess.run(
+        ["git", *words], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def run_pytest(python: Path, raw: Path) -> subprocess.CompletedProcess[str]:
-    """Run, keeping beside the raw results where each fence stood when the run began."""
+    """Run, keeping beside the raw results where each python fence stood, the commit and the
+    digest of every proof when the run began, and when it began."""
     proofs = {str(e["proof"]).partition("::")[0] for e in ledger() if is_test(e)}
     files = sorted(proofs - {OF_THE_RECORD})
     raw.unlink(missing_ok=True)
-    where = [[page, name, line] for (page, name), line in fence_lines().items()]
+    where = [[page, name, line] for page, name, line, _ in page_fences()]
     raw.with_suffix(".fences.json").write_text(json.dumps(where), "utf8")
+    began = {
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "commit": git("rev-parse", "HEAD"),
+        "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "proofs": proof_digests(ledger()),
+    }
+    raw.with_suffix(".run.json").write_text(json.dumps(began), "utf8")
     command = [str(python), "-m", "pytest", "-p", "versions.report", "-p", "no:xdist"]
     command += ["-q", "--color=no", "-m", MARKERS, "docs", *files]
     environment = {**os.environ, "VERSIONS_REPORT": str(raw), "OMP_NUM_THREADS": "1"}
@@ -129,7 +140,9 @@ def nodes_of(entry: dict, lines: dict[tuple[str, str], int], rows: dict[str, dic
     return [r for n, r in rows.items() if n == proof]
 
 
-def verdict(entry: dict, found: list[dict]) -> dict[str, str]:
+def verdict(
+    entry: dict, found: list[dict], fences: list[tuple[str, str | None, int]] | None = None
+) -> dict[str, str]:
     if entry["status"] == "stated":
         return {"result": "stated"}
     if str(entry.get("proof", "")).startswith(OF_THE_RECORD):
@@ -137,12 +150,15 @@ def verdict(entry: dict, found: list[dict]) -> dict[str, str]:
     failed = [r for r in found if r["outcome"] == "failed"]
     if failed:
         first = failed[0]
-        return {"result": "failed", **{k: first[k] for k in ("where", "message") if k in first}}
+        said = {k: first[k] for k in ("where", "message") if k in first}
+        if "where" in said and fences is not None:
+            said["where"] = fence_where(said["where"], fences)
+        return {"result": "failed", **said}
     if any(r["outcome"] == "passed" and r["when"] == "call" for r in found):
         return {"result": "passed"}
     if found:
         return {"result": "skipped", "message": str(found[0].get("message", ""))}
-    why = "slow or full tier" if entry["status"] == "make-test-all" else "not collected"
+    why = "in the slow or full tier" if entry["status"] == "make-test-all" else "not collected"
     return {"result": "not run", "message": why}
 
 
@@ -162,9 +178,14 @@ def record(spec: str, raw: Path, summary: str) -> Path:
         row = json.loads(line)
         if row["node"] not in rows or row["outcome"] == "failed":
             rows[row["node"]] = row
-    fences = json.loads(raw.with_suffix(".fences.json").read_text("utf8"))
-    lines = {(page, name): line for page, name, line in fences}
-    claims = {e["id"]: verdict(e, nodes_of(e, lines, rows)) for e in ledger()}
+    fences = [tuple(f) for f in json.loads(raw.with_suffix(".fences.json").read_text("utf8"))]
+    lines = {(page, name): line for page, name, line in fences if name}
+    began = json.loads(raw.with_suffix(".run.json").read_text("utf8"))
+    claims = {}
+    for e in ledger():
+        claims[e["id"]] = verdict(e, nodes_of(e, lines, rows), fences)
+        if e["id"] in began["proofs"]:
+            claims[e["id"]]["proof_digest"] = began["proofs"][e["id"]]
     release = versions["torch"].split("+")[0]
     out = RESULTS / f"torch-{release}.json"
     results = {
@@ -172,7 +193,10 @@ def record(spec: str, raw: Path, summary: str) -> Path:
         "release": release,
         "python": versions["python"],
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, no GPU",
-        "date": datetime.date.today().isoformat(),
+        "date": began["started"][:10],
+        "started": began["started"],
+        "commit": began["commit"],
+        "uncommitted_changes": began["uncommitted_changes"],
         "command": f"python -m versions --torch {spec}",
         "pytest": summary,
         "claims": claims,

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from functools import cache
 from pathlib import Path
 
 import yaml
+
+from versions.proofs import proof_digests
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "assets" / "versions"
@@ -86,21 +89,74 @@ def pytest_said(summary: str) -> str:
     return ", ".join(counts) + took
 
 
+COLUMNS = {"passed": "claims passing", "failed": "failing", "not run": "not run"}
+OTHER = "skipped or not recorded"
+
+
 def summary_table() -> str:
+    """One row per run; a column for outcomes other than these only when one occurs."""
+    counted = [Counter(result(run, c["id"])["result"] for c in claims()) for run in runs()]
+    other = [sum(n for k, n in c.items() if k not in {*COLUMNS, "stated"}) for c in counted]
+    names = [*COLUMNS.values(), *([OTHER] if any(other) else []), "stated"]
     lines = [
-        "| torch | claims passing | failing | not run | stated | pytest |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| torch | " + " | ".join(names) + " | pytest |",
+        "| --- |" + " --- |" * (len(names) + 1),
     ]
-    for run in runs():
-        counts = {k: 0 for k in ("passed", "failed", "not run", "stated")}
-        for c in claims():
-            outcome = result(run, c["id"])["result"]
-            counts[outcome if outcome in counts else "not run"] += 1
+    for run, counts, rest in zip(runs(), counted, other, strict=True):
+        cells = [str(counts[k]) for k in COLUMNS] + ([str(rest)] if any(other) else [])
+        cells.append(str(counts["stated"]))
         lines.append(
-            f"| {run['torch']} | {counts['passed']} | {counts['failed']} | {counts['not run']} "
-            f"| {counts['stated']} | {pytest_said(run['pytest'])} |"
+            f"| {run['torch']} | " + " | ".join(cells) + f" | {pytest_said(run['pytest'])} |"
         )
     return "\n".join(lines)
+
+
+def not_run() -> str:
+    """How many proofs each run left out, and why: '9 in the slow or full tier, 1 a test of
+    the recorded runs themselves', once if every run says the same, else per release."""
+    said = []
+    for run in runs():
+        why = Counter(
+            result(run, c["id"]).get("message", "")
+            for c in claims()
+            if result(run, c["id"])["result"] == "not run"
+        )
+        said.append(
+            ", ".join(f"{n} {m}" for m, n in sorted(why.items(), key=lambda i: (-i[1], i[0])))
+        )
+    if len(set(said)) == 1:
+        return said[0] or "none"
+    return "; ".join(
+        f"on {run['release']}, {s or 'none'}" for run, s in zip(runs(), said, strict=True)
+    )
+
+
+def edited_since() -> list[dict]:
+    """Claims whose proof is not, now, the one some run recorded (or that a run recorded
+    without its proof's digest)."""
+    now = proof_digests(claims())
+    return [
+        c
+        for c in claims()
+        if c["id"] in now
+        and any(result(run, c["id"]).get("proof_digest") != now[c["id"]] for run in runs())
+    ]
+
+
+def edited_sentence() -> str:
+    edited = edited_since()
+    if not edited:
+        return "Every proof is still the one the runs recorded."
+    return (
+        f"The proofs of {len(edited)} claims have been edited since (or were recorded without "
+        "their text): their results above are for the earlier proofs."
+    )
+
+
+def commits() -> str:
+    found = sorted({run.get("commit", "")[:12] or "unrecorded" for run in runs()})
+    dirty = any(run.get("uncommitted_changes") for run in runs())
+    return ", ".join(f"`{c}`" for c in found) + (" with uncommitted changes" if dirty else "")
 
 
 def claim_link(claim: dict) -> str:
@@ -138,6 +194,10 @@ def value(name: str, installed: str) -> str:
         "oldest": lambda: oldest,
         "installed": lambda: installed.split("+")[0],
         "dates": lambda: ", ".join(sorted({run["date"] for run in runs()})),
+        "commits": commits,
+        "not_run": not_run,
+        "edited": edited_sentence,
+        "edited_count": lambda: str(len(edited_since())),
         "newest": lambda: newest,
         "summary": summary_table,
         "matrix": matrix,

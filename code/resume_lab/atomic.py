@@ -4,6 +4,7 @@ the folder."""
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 from pathlib import Path
@@ -12,8 +13,7 @@ from typing import Any
 import torch
 
 from resume_lab.hashing import DEFAULT_HASH, FileDigest, HashingWriter
-
-TEMP_SUFFIX = ".tmp"
+from resume_lab.run_files import TEMP_SUFFIX
 
 
 class SaveError(OSError):
@@ -123,3 +123,30 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
+
+
+# Linux's renameat2(2) flag; the call swaps two names in one atomic step.
+RENAME_EXCHANGE = 2
+AT_FDCWD = -100
+# errors that mean "this system or filesystem cannot exchange", not a fault
+NO_EXCHANGE = {errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP}
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap the directory entries `a` and `b` in one atomic step: at every
+    moment each name names a whole directory. False where the system has no
+    such call (not Linux, an old kernel, a filesystem without it): the
+    caller then needs another way."""
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    flags = RENAME_EXCHANGE
+    status = renameat2(
+        AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), flags
+    )
+    if status == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in NO_EXCHANGE:
+        return False
+    raise OSError(code, os.strerror(code), str(a), None, str(b))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from resume_lab import state_keys as keys
-from resume_lab.checkpoint import CheckpointError, load_checkpoint
+from resume_lab.checkpoint import CheckpointError
 from resume_lab.events import (
     EARLY_STOPPING,
     STOP_AFTER,
@@ -20,7 +20,13 @@ from resume_lab.events import (
 )
 from resume_lab.history_log import HISTORY_LOG, HistoryLog
 from resume_lab.loop import Trainer
-from resume_lab.resume import save_training
+from resume_lab.resume import (
+    PendingSave,
+    finish_save,
+    read_checkpoint,
+    start_save,
+    store_for,
+)
 from resume_lab.run_folder import (
     BEST,
     LAST,
@@ -30,6 +36,7 @@ from resume_lab.run_folder import (
     pointed,
     rotate,
 )
+from resume_lab.state_file import Store
 
 
 # --8<-- [start:early_stopping]
@@ -81,7 +88,10 @@ class EarlyStopping(Callback):
 # --8<-- [start:checkpoint_callback]
 class Checkpoint(Callback):
     """Commit a checkpoint every `every` updates, at each new best and when
-    a run stops; `last` names the newest, `best` the best."""
+    a run stops; `last` names the newest, `best` the best. The same saver
+    for any store and any world size: every rank writes, rank 0 commits
+    and moves the pointers. `asynchronous`: training goes on while a DCP
+    store writes, and the commit waits until the write has finished."""
 
     state_key = "checkpoint"
 
@@ -91,21 +101,35 @@ class Checkpoint(Callback):
         every: int,
         keep: int = 3,
         log: Callable[[str], None] | None = None,
+        *,
+        asynchronous: bool = False,
     ) -> None:
+        if every < 1 or keep < 1:
+            raise ValueError(
+                f"Checkpoint(every={every}, keep={keep}): both must be 1 or "
+                "more (keep=1 keeps the newest, plus what a pointer names)"
+            )
         self.folder = Path(folder)
         self.every, self.keep = every, keep
         self.log = log or (lambda message: None)
+        self.asynchronous = asynchronous
         self.best = -1.0
         self.best_step: int | None = None
         self.last_saved_step: int | None = None
         self._best_is_new = False
         self.history_log = HistoryLog(self.folder / HISTORY_LOG)
         self._current: Path | None = None  # holds the state as it is now
+        self.store: Store | None = None  # chosen at the start: by the trainer
+        self.pending: PendingSave | None = None  # one write in flight
+        self.pending_pointers: tuple[str, ...] = ()
 
     def on_fit_start(self, trainer: Trainer) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        for line in clean_start(self.folder):  # from killed saves
-            self.log(line)
+        if trainer.world.is_writer:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            for line in clean_start(self.folder):  # from killed saves
+                self.log(line)
+        trainer.world.barrier()  # nobody writes before the folder is clean
+        self.store = store_for(trainer, asynchronous=self.asynchronous)
         last = pointed(self.folder, LAST)
         if last is not None and last.name == checkpoint_name(trainer.step):
             self._current = last  # resumed: no need to save this state again
@@ -116,45 +140,55 @@ class Checkpoint(Callback):
             self._best_is_new = True
 
     def on_boundary(self, trainer: Trainer) -> None:
-        pointers = []
-        # `best` moves first: the state that `last` will name says which
-        # update is best, so that checkpoint must be named by then.
-        if self._best_is_new:
-            self._best_is_new = False
-            pointers.append(BEST)
-        if trainer.step % self.every == 0:
-            pointers.append(LAST)
-        if pointers:
-            self.save(trainer, tuple(pointers))
+        if self.pending is not None and self.pending.written:
+            self.finish(trainer)  # a background write done: commit it now
+        best, self._best_is_new = self._best_is_new, False
+        if best or trainer.step % self.every == 0:
+            # `last` names every save, `best` moves first: the state that
+            # `last` will name says which update is best, so that
+            # checkpoint must be named by then.
+            self.save(trainer, (BEST, LAST) if best else (LAST,))
 
     # --8<-- [end:checkpoint_callback]
 
     # --8<-- [start:checkpoint_save]
     def on_fit_end(self, trainer: Trainer, reason: StopReason) -> None:
         # Preempted or done: a restart must find this exact state in `last`.
+        self.finish(trainer)
         current = self._current
-        if current is not None and current.name == checkpoint_name(
-            trainer.step
-        ):
-            point(self.folder, LAST, current)  # saved already, as a new best
-        else:
-            self.save(trainer, (LAST,))
+        if current is None or current.name != checkpoint_name(trainer.step):
+            self.save(trainer, (LAST,))  # else `last` names this state already
+        self.finish(trainer)
+        trainer.world.barrier()  # `last` is committed before any rank exits
 
     def save(self, trainer: Trainer, pointers: tuple[str, ...]) -> None:
         if LAST in pointers:
             self.last_saved_step = trainer.step  # first: the save includes it
-        self._current = checkpoint = save_training(
-            trainer, self.folder, log=self.history_log, pointers=()
+        self.finish(trainer)  # one write in flight at a time
+        self.pending = start_save(
+            trainer, self.folder, log=self.history_log, store=self.store
         )
-        state, _ = load_checkpoint(
-            checkpoint
-        )  # an unloaded checkpoint is a hope
-        if state[keys.STEP] != trainer.step:
+        self.pending_pointers = pointers
+        self._current = self.pending.target
+        if self.pending.written:
+            self.finish(trainer)
+
+    def finish(self, trainer: Trainer) -> None:
+        """Wait for the write in flight; rank 0 commits it, loads it back,
+        moves its pointers (each swap is one rename) and rotates."""
+        pending, self.pending = self.pending, None
+        checkpoint = finish_save(pending) if pending is not None else None
+        if pending is None or checkpoint is None:
+            return
+        # an unloaded checkpoint is a hope: every file verified, the state
+        # file loaded, before a pointer names it
+        saved = read_checkpoint(checkpoint)
+        if saved.state[keys.STEP] != pending.step:
             raise CheckpointError(
-                f"{checkpoint}: reloaded step {state[keys.STEP]}, "
-                f"saved {trainer.step}"
+                f"{checkpoint}: reloaded step {saved.state[keys.STEP]}, "
+                f"saved {pending.step}"
             )
-        for pointer in pointers:  # each swap is one rename
+        for pointer in self.pending_pointers:
             point(self.folder, pointer, checkpoint)
         rotate(self.folder, self.keep)
 

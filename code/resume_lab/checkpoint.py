@@ -1,15 +1,19 @@
 """A checkpoint is a directory, committed in one step: its manifest (every file
 with its size and content hash) is written last, and a rename makes the whole
 directory appear at once. Nothing is unpickled before the manifest vouches
-for every byte."""
+for every byte.
+
+One commit serves every store: save_checkpoint's files (one process's
+state.pt) and the pieces DCP wrote for W processes alike."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import re
-import secrets
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -18,28 +22,30 @@ import torch
 from resume_lab import state_keys as keys
 from resume_lab.atomic import (
     SaveError,
-    atomic_save,
-    atomic_write_bytes,
+    exchange,
     fsync_dir,
     write_synced,
 )
 from resume_lab.hashing import (
     DEFAULT_HASH,
+    FileDigest,
+    file_digest,
     stream_digest,
 )
 from resume_lab.manifest import (
-    MANIFEST,
     CheckpointError,
     make_manifest,
     manifest_of,
-    manifest_text,
     read_manifest,
     write_manifest,
 )
-
-STATE_FILE = "state.pt"
-# a directory being written: never loaded, removed at the next start
-TEMP_PREFIX = "tmp-"
+from resume_lab.run_files import (
+    LAST,
+    MANIFEST,
+    STATE_FILE,
+    TEMP_PREFIX,
+    temporary_name,
+)
 
 
 # --8<-- [start:commit]
@@ -53,19 +59,43 @@ def save_checkpoint(
     algorithm: str = DEFAULT_HASH,
 ) -> Path:
     """torch.save each of `files` into the new checkpoint directory
-    `folder/name`, which appears whole or not at all. Returns its path.
-
-    Every file is written and fsynced inside a temporary directory beside
-    the target, the manifest last; one rename is the commit.
-    """
+    `folder/name`, which appears whole or not at all. Returns its path."""
     folder = Path(folder)
-    target = folder / name
-    tmp = folder / f"{TEMP_PREFIX}{name}-{secrets.token_hex(4)}"
-    try:
+    tmp = folder / temporary_name(name)  # beside the target, never it
+    with discarded_on_failure(tmp, folder / name):
         tmp.mkdir()
         digests = {
             filename: write_synced(obj, tmp / filename, algorithm)
             for filename, obj in files.items()
+        }
+    return commit(
+        tmp,
+        folder / name,
+        digests,
+        step=step,
+        config=config,
+        algorithm=algorithm,
+    )
+
+
+def commit(
+    tmp: Path,
+    target: Path,
+    digests: dict[str, FileDigest],
+    *,
+    step: int,
+    config: dict[str, Any],
+    algorithm: str = DEFAULT_HASH,
+    volatile: frozenset[str] = frozenset(),
+) -> Path:
+    """Make the files written into `tmp` the checkpoint `target`: the
+    manifest last, then one rename. `digests` holds the files hashed while
+    they were written; any other (DCP's pieces) is hashed here, once."""
+    with discarded_on_failure(tmp, target):
+        unhashed = sorted(p for p in tmp.iterdir() if p.name not in digests)
+        digests = {
+            **digests,
+            **{p.name: file_digest(p, algorithm) for p in unhashed},
         }
         manifest = make_manifest(
             digests, step=step, config=config, algorithm=algorithm
@@ -73,34 +103,58 @@ def save_checkpoint(
         write_manifest(tmp / MANIFEST, manifest)  # last: the commit record
         fsync_dir(tmp)  # the directory's entries are durable
         if target.exists():
-            replace_existing(target, tmp, manifest)
+            replace_existing(target, tmp, manifest, volatile)
         else:
             os.rename(tmp, target)  # the commit: one atomic step
-        fsync_dir(folder)  # the commit survives a power cut
-    except OSError as err:
-        raise SaveError(target, err) from err
-    finally:
-        # what a failure left, or the copy an identical commit made redundant
-        shutil.rmtree(tmp, ignore_errors=True)
+        fsync_dir(target.parent)  # the commit survives a power cut
+    # the copy an identical commit made redundant
+    shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
 # --8<-- [end:commit]
 
 
-def replace_existing(target: Path, new: Path, manifest: dict[str, Any]) -> None:
-    """A checkpoint of this step was committed by a run that was then killed
-    before it moved `last` on. A bitwise resume reproduces it byte for byte:
-    keep it. Anything else (a resume that was not bitwise, say with another
-    thread count) is replaced: moved aside, then the new one renamed in. A
-    kill between those two renames leaves no directory of this step, so a
-    `best` that named it dangles until the step is committed again; `last`
-    never names it (a run at this step was resumed from it, or it is new)."""
+@contextlib.contextmanager
+def discarded_on_failure(tmp: Path, target: Path) -> Iterator[None]:
+    """A failure inside removes `tmp`, what was written of `target` so far;
+    the disk's failures (full, read-only, I/O) come out as SaveError."""
     try:
-        if read_manifest(target)["files"] == manifest["files"]:
+        yield
+    except BaseException as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(err, OSError) and not isinstance(err, SaveError):
+            raise SaveError(target, err) from err
+        raise
+
+
+def replace_existing(
+    target: Path,
+    new: Path,
+    manifest: dict[str, Any],
+    volatile: frozenset[str] = frozenset(),
+) -> None:
+    """A checkpoint of this step was committed by a run that was then killed
+    before it moved `last` on. A bitwise resume reproduces it byte for byte
+    (all but `volatile`, files that differ on every save): keep it.
+    Anything else (a resume that was not bitwise, say with another thread
+    count) is replaced by one atomic exchange of the two directories, so a
+    pointer that names this step (`best` may) never dangles. Where the
+    system cannot exchange, two renames: a kill between them leaves no
+    directory of this step, and a `best` naming it dangles until the step
+    is committed again."""
+
+    def kept(files: dict[str, Any]) -> dict[str, Any]:
+        return {n: e for n, e in files.items() if n not in volatile}
+
+    try:
+        if kept(read_manifest(target)["files"]) == kept(manifest["files"]):
             return
     except CheckpointError:
         pass
+    if exchange(new, target):
+        shutil.rmtree(new, ignore_errors=True)  # now the replaced one
+        return
     aside = target.with_name(f"{TEMP_PREFIX}{target.name}-replaced")
     shutil.rmtree(aside, ignore_errors=True)
     os.rename(target, aside)
@@ -121,7 +175,7 @@ def locate(path: str | os.PathLike[str]) -> Path:
             f"{path} points to {os.readlink(path)}, which does not exist"
         )
     if path.is_dir() and not (path / MANIFEST).exists():
-        last = path / "last"
+        last = path / LAST
         if last.is_symlink() or last.exists():
             return locate(last)  # a run folder
     if not path.exists():
@@ -239,54 +293,56 @@ def check_contents(path: Path, state: Any, manifest: dict[str, Any]) -> None:
 
 # --8<-- [start:load_checkpoint]
 def load_checkpoint(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str], file: str = STATE_FILE
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(state, manifest): every file verified first, then the state loaded
-    with the restricted unpickler.
+    """(state, manifest): every file verified first, then the state file
+    (`file` in a checkpoint directory) loaded with the restricted unpickler.
 
     The state file is opened once: the handle that was hashed is the handle
     that is unpickled, so a file renamed over it in between changes nothing.
     Nothing is read into memory but the tensors themselves.
     """
     checkpoint = locate(path)
-    state_path = checkpoint / STATE_FILE if checkpoint.is_dir() else checkpoint
-    try:
-        handle = open(state_path, "rb")  # noqa: SIM115 -- closed below
-    except FileNotFoundError:
-        verify(checkpoint)  # says which file is missing, and what was expected
-        raise
-    with handle as f:
-        manifest = verify(checkpoint, opened={state_path.name: f})
-        f.seek(0)
-        try:
-            state = torch.load(f, weights_only=True, map_location="cpu")
-        except (pickle.UnpicklingError, RuntimeError) as err:
-            # a digest only proves "unchanged"
-            raise CheckpointError(
-                f"{state_path}: matches its manifest but cannot be loaded "
-                f"safely: {first_line(err)}"
-            ) from None
+    state_path = checkpoint / file if checkpoint.is_dir() else checkpoint
+    with verified(checkpoint, [state_path]) as (handles, manifest):
+        state = unpickle(state_path, handles[0])
     check_contents(state_path, state, manifest)
     return state, manifest
 
 
+@contextlib.contextmanager
+def verified(
+    checkpoint: Path, paths: list[Path]
+) -> Iterator[tuple[list[IO[bytes]], dict[str, Any]]]:
+    """`paths` opened once, then every file of `checkpoint` checked against
+    its manifest (these through their handles); yields the handles rewound
+    and the manifest: what is read from them next is what was hashed."""
+    with contextlib.ExitStack() as stack:
+        handles: list[IO[bytes]] = []
+        for path in paths:
+            try:
+                handles.append(stack.enter_context(open(path, "rb")))
+            except FileNotFoundError:
+                verify(checkpoint)  # says which file is missing, and what
+                raise  # was expected
+        opened = {p.name: f for p, f in zip(paths, handles, strict=True)}
+        manifest = verify(checkpoint, opened=opened)
+        for handle in handles:
+            handle.seek(0)
+        yield handles, manifest
+
+
+def unpickle(path: Path, file: IO[bytes]) -> Any:
+    """torch.load with the restricted unpickler, `file` already verified;
+    what it refuses is a CheckpointError."""
+    try:
+        return torch.load(file, weights_only=True, map_location="cpu")
+    except (pickle.UnpicklingError, RuntimeError) as err:
+        # a digest only proves "unchanged"
+        raise CheckpointError(
+            f"{path}: matches its manifest but cannot be loaded "
+            f"safely: {first_line(err)}"
+        ) from None
+
+
 # --8<-- [end:load_checkpoint]
-
-
-def save_file_checkpoint(
-    obj: Any,
-    path: str | os.PathLike[str],
-    *,
-    step: int,
-    config: dict[str, Any],
-    algorithm: str = DEFAULT_HASH,
-) -> dict[str, Any]:
-    """A single file (final.pt) with its manifest beside it (final.json), for
-    tools that want one file; written once, when a run ends."""
-    path = Path(path)
-    digest = atomic_save(obj, path, algorithm)
-    manifest = make_manifest(
-        {path.name: digest}, step=step, config=config, algorithm=algorithm
-    )
-    atomic_write_bytes(manifest_of(path), manifest_text(manifest))
-    return manifest

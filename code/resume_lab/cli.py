@@ -47,7 +47,6 @@ from resume_lab.checkpoint import (
 from resume_lab.config import ConfigError, LabConfig
 from resume_lab.distributed_demo import (
     DemoPlan,
-    LaunchError,
     distributed_passed,
     format_distributed_report,
     run_distributed_demo,
@@ -66,18 +65,20 @@ from resume_lab.experiment import (
     format_report,
     run_demo,
 )
-from resume_lab.outputs import FINAL, write_json
+from resume_lab.launcher import LaunchError
+from resume_lab.outputs import write_json
 from resume_lab.parser import build_parser
-from resume_lab.resume import ConfigMismatchError
-from resume_lab.run_folder import LAST, committed
+from resume_lab.resume import ConfigMismatchError, read_checkpoint
+from resume_lab.run_files import FINAL, LAST
+from resume_lab.run_folder import committed
 from resume_lab.session import (
     RunFolderError,
     TrainOptions,
     train_in_folder,
     writable_folder,
 )
-from resume_lab.sharded_checkpoint import describe_sharded, is_sharded
 from resume_lab.signals import PreemptionFlag
+from resume_lab.state_file import Saved
 
 # B1 is the distributed demo's (--world-size W >= 2)
 DEMO_ENTRIES = {"A", "B", "B1", "C", "report.json"}
@@ -193,32 +194,17 @@ def cmd_train(args: argparse.Namespace, *, owns_process: bool = False) -> int:
     return EXIT_OK
 
 
-def describe(state: Any) -> list[str]:
-    """What a verified checkpoint holds, one line per part."""
-    if not (isinstance(state, dict) and keys.MODEL in state):
-        tensors = (
-            [v for v in state.values() if isinstance(v, torch.Tensor)]
-            if isinstance(state, dict)
-            else []
-        )
-        values = sum(t.numel() for t in tensors)
-        return [
-            f"  a flat state_dict: {len(tensors)} tensors, {values:,} values"
-        ]
-    model = state[keys.MODEL]
-    position = state[keys.DATA_POSITION]
-    history = state[keys.HISTORY]
+def describe(saved: Saved) -> list[str]:
+    """What a verified training checkpoint holds, one line per part; the
+    store says what holds its tensors."""
+    state = saved.state
+    position, history = state[keys.DATA_POSITION], state[keys.HISTORY]
     return [
         f"  step {state[keys.STEP]}; "
         f"data position: epoch {position['epoch']}, "
         f"micro-batch {position['micro']}, "
         f"{position['examples_seen']:,} examples seen",
-        f"  model: {len(model)} tensors, "
-        f"{sum(t.numel() for t in model.values()):,} parameters",
-        f"  optimizer: {len(state[keys.OPTIMIZER]['state'])} parameter states; "
-        f"scheduler at {state[keys.SCHEDULER]['last_epoch']} updates",
-        f"  rng: {', '.join(state[keys.RNG])}; "
-        f"sampler seed {state[keys.SAMPLER]['seed']}",
+        *saved.store.describe(saved),
         f"  callbacks: {json.dumps(state[keys.CALLBACKS])}",
         f"  history: {history['records']} updates "
         f"(the first {history['bytes']:,} bytes of history.jsonl)",
@@ -226,16 +212,29 @@ def describe(state: Any) -> list[str]:
     ]
 
 
+def describe_weights(state: Any) -> list[str]:
+    """A single-file checkpoint (final.pt): a flat dict of tensors."""
+    tensors = (
+        [v for v in state.values() if isinstance(v, torch.Tensor)]
+        if isinstance(state, dict)
+        else []
+    )
+    values = sum(t.numel() for t in tensors)
+    return [f"  a flat state_dict: {len(tensors)} tensors, {values:,} values"]
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     if not (args.path.exists() or args.path.is_symlink()):
         raise UsageError(f"{args.path}: no such file or folder")
     checkpoint = locate(args.path)
-    manifest = verify(checkpoint)  # every file, nothing unpickled yet
-    if checkpoint.is_dir() and is_sharded(checkpoint):
-        details = describe_sharded(checkpoint)
+    # every file's size and hash before anything is unpickled, then
+    # weights_only=True
+    if checkpoint.is_dir():
+        saved = read_checkpoint(checkpoint)
+        manifest, details = saved.manifest, describe(saved)
     else:
-        state, _ = load_checkpoint(checkpoint)
-        details = describe(state)
+        state, manifest = load_checkpoint(checkpoint)
+        details = describe_weights(state)
     files = manifest["files"]
     shown = checkpoint if checkpoint.is_file() else f"{checkpoint}/"
     print(

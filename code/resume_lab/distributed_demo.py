@@ -9,14 +9,8 @@ and history.jsonl, byte for byte.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
 import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,43 +18,32 @@ from pathlib import Path
 from typing import Any
 
 from resume_lab.checkpoint import load_checkpoint, locate, verify
+from resume_lab.compare import COMPARED, differing_files, first_divergent_step
 from resume_lab.config import LabConfig
 from resume_lab.data import make_blobs
 from resume_lab.evaluate import evaluate
 from resume_lab.exit_codes import EXIT_PREEMPTED
-from resume_lab.experiment import first_divergent_step
-from resume_lab.history_log import HISTORY_LOG
+from resume_lab.launcher import (
+    Launch,
+    LaunchError,
+    command,
+    environment,
+    launch,
+    shown,
+    tail,
+)
 from resume_lab.model import build_model
-from resume_lab.outputs import FINAL, HISTORY, read_history
-from resume_lab.run_folder import LAST
+from resume_lab.outputs import read_history
+from resume_lab.run_files import FINAL, LAST, SHARD_SUFFIX
 from resume_lab.versions import versions
 
 RUNS = ("A", "B", "B1", "C")
 RESUMED = ("B", "B1", "C")
-COMPARED = (FINAL, HISTORY, HISTORY_LOG)
-# torchrun's summary of a failed worker: "exitcode  : 75 (pid: 123)"
-WORKER_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
-# what rank 0 of a resumed `train` logs
-RESUMED_AT = re.compile(r"\[train\] resumed from .* at update (\d+)")
-TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
 # Start-up (torch import, rendezvous) takes seconds and a micro-batch a few
 # hundredths of one; many times that is a hang (a gloo collective whose
 # peer died), which must fail the demo instead of blocking it.
 START_SECONDS = 120.0
 SECONDS_PER_MICRO_BATCH = 0.5
-
-
-class LaunchError(Exception):
-    """A launch did not end as the demo expects (it failed, or overran and
-    was killed); the message holds the command and its last output."""
-
-
-@dataclass(frozen=True)
-class Launch:
-    argv: list[str]
-    returncode: int
-    output: str  # stdout and stderr, interleaved
-    seconds: float
 
 
 @dataclass(frozen=True)
@@ -72,109 +55,24 @@ class DemoPlan:
     threads: int = 1
 
 
-def lab_env() -> dict[str, str]:
-    """The children import this very package (installed or not), run one
-    OpenMP thread each, and never join a torchrun group this process may
-    have been started in."""
-    env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (package_root, env.get("PYTHONPATH")) if p
-    )
-    env["OMP_NUM_THREADS"] = "1"
-    for name in (*TORCHRUN_VARIABLES, "MASTER_PORT"):
-        env.pop(name, None)
-    return env
-
-
 def train_argv(
     plan: DemoPlan, world_size: int, name: str, *extra: str
 ) -> list[str]:
     """`resume-lab train` into DIR/name: under torchrun for W > 1, a plain
     process for W = 1 (the same code, a world of one)."""
-    launcher = [sys.executable]
-    if world_size > 1:
-        launcher += ["-m", "torch.distributed.run", "--standalone"]
-        launcher += ["--nproc-per-node", str(world_size)]
     config = plan.config
-    return [
-        *launcher,
-        *("-m", "resume_lab", "train"),
-        *("--output-dir", str(plan.output_dir / name)),
-        *("--seed", str(config.seed), "--steps", str(config.steps)),
-        *("--accum", str(config.accum), "--threads", str(plan.threads)),
-        "--quiet",
-        *extra,
-    ]
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid`, read from /proc (Linux). torchrun starts
-    each worker in a session of its own, so killing torchrun's process
-    group alone would leave the workers running."""
-    found: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):
-                for child in map(int, (task / "children").read_text().split()):
-                    found += [child, *descendants(child)]
-    return found
-
-
-def kill_tree(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the launch's process group and every worker's group."""
-    groups = {proc.pid}  # start_new_session: its pid is its group's id
-    for pid in descendants(proc.pid):  # before torchrun dies: they move
-        with contextlib.suppress(ProcessLookupError):
-            groups.add(os.getpgid(pid))
-    groups.discard(os.getpgrp())  # never the demo's own group
-    for group in groups:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(group, signal.SIGKILL)
-    proc.wait()
-
-
-def launch(argv: list[str], timeout: float) -> Launch:
-    """Run one command to its end in a new session; kill it and its workers
-    if it overruns, or if the demo is interrupted (Ctrl-C reaches the
-    terminal's foreground group, not a new session)."""
-    started = time.perf_counter()
-    # a file, not a pipe: reading the output never waits for a worker
-    # that still holds the pipe open
-    with tempfile.TemporaryFile() as output:
-        proc = subprocess.Popen(
-            argv,
-            env=lab_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            returncode: int | None = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            returncode = None
-            kill_tree(proc)
-        except BaseException:
-            kill_tree(proc)
-            raise
-        output.seek(0)
-        text = output.read().decode("utf8", "replace")
-    if returncode is None:
-        raise LaunchError(
-            f"timed out after {timeout:.0f} s and killed: "
-            f"{shown(argv)}{tail(text)}"
-        )
-    return Launch(argv, returncode, text, time.perf_counter() - started)
-
-
-def shown(argv: list[str]) -> str:
-    return " ".join(Path(a).name if a == sys.executable else a for a in argv)
-
-
-def tail(text: str, lines: int = 12) -> str:
-    kept = text.strip().splitlines()[-lines:]
-    return "".join(f"\n  | {line}" for line in kept)
+    return command(
+        world_size,
+        "resume_lab",
+        [
+            "train",
+            *("--output-dir", str(plan.output_dir / name)),
+            *("--seed", str(config.seed), "--steps", str(config.steps)),
+            *("--accum", str(config.accum), "--threads", str(plan.threads)),
+            "--quiet",
+            *extra,
+        ],
+    )
 
 
 def expect_success(run: Launch) -> None:
@@ -185,23 +83,22 @@ def expect_success(run: Launch) -> None:
 
 
 def expect_stop(run: Launch, folder: Path, kill_at: int) -> None:
-    """B's first launch: every rank exits 75 (so torchrun exits non-zero,
-    as expected) after committing the checkpoint at update kill_at."""
-    codes = sorted(set(WORKER_EXIT.findall(run.output)))
-    saved = verify(folder / LAST)["step"] if (folder / LAST).exists() else None
-    stopped = [str(EXIT_PREEMPTED)]
-    if run.returncode == 0 or codes != stopped or saved != kill_at:
+    """B's first launch, as its files show it: stopped (exit 75, so torchrun
+    exits non-zero, as expected) with `last` verified at update kill_at and
+    no final.pt."""
+    saved = saved_step(folder)
+    if run.returncode == 0 or saved != kill_at or (folder / FINAL).exists():
         raise LaunchError(
-            f"expected every rank to exit {EXIT_PREEMPTED} after saving "
-            f"update {kill_at}; got torchrun exit {run.returncode}, worker "
-            f"exits {codes or 'none'}, last at update {saved}: "
-            f"{shown(run.argv)}{tail(run.output)}"
+            f"expected a stop ({EXIT_PREEMPTED}) with last at update "
+            f"{kill_at} and no {FINAL}; got exit {run.returncode}, last at "
+            f"update {saved}: {shown(run.argv)}{tail(run.output)}"
         )
 
 
-def differing(a: Path, b: Path) -> list[str]:
-    """The compared files that are not byte-identical (empty: a match)."""
-    return [n for n in COMPARED if (a / n).read_bytes() != (b / n).read_bytes()]
+def saved_step(folder: Path) -> int | None:
+    """The update `last` names, verified; None if there is no `last`."""
+    last = folder / LAST
+    return verify(last)["step"] if last.is_symlink() else None
 
 
 def final_metrics(folder: Path, config: LabConfig) -> dict[str, float]:
@@ -223,14 +120,8 @@ def checkpoint_summary(folder: Path) -> dict[str, Any]:
         "hash": manifest["hash"],
         "files": len(files),
         "bytes": sum(f["bytes"] for f in files.values()),
-        "rank_files": sorted(n for n in files if n.endswith(".distcp")),
+        "rank_files": sorted(n for n in files if n.endswith(SHARD_SUFFIX)),
     }
-
-
-def resumed_at(run: Launch) -> int | None:
-    """The update rank 0 says the run resumed from; None if it started."""
-    found = RESUMED_AT.search(run.output)
-    return int(found.group(1)) if found else None
 
 
 def run_distributed_demo(
@@ -248,15 +139,21 @@ def run_distributed_demo(
     for name in RUNS:  # an earlier demo's run would be resumed, not rerun
         shutil.rmtree(plan.output_dir / name, ignore_errors=True)
     launches: dict[str, list[Launch]] = {name: [] for name in RUNS}
+    # where each resumed run starts: its folder's `last`, read at its launch
+    resumed_at: dict[str, int | None] = {}
 
     def train(name: str, world_size: int, *extra: str) -> None:
         """One launch, checked before anything builds on it."""
-        run = launch(train_argv(plan, world_size, name, *extra), timeout)
+        folder = plan.output_dir / name
+        if "--stop-after" not in extra and name in RESUMED:
+            resumed_at[name] = saved_step(folder)
+        argv = train_argv(plan, world_size, name, *extra)
+        run = launch(argv, timeout=timeout, env=environment())
         launches[name].append(run)
         note = ""
         if "--stop-after" in extra:
             expect_stop(run, plan.output_dir / name, plan.kill_at)
-            note = f" (as asked: every rank exited {EXIT_PREEMPTED})"
+            note = f" (as asked: stopped, last at update {plan.kill_at})"
         else:
             expect_success(run)
         how = f"torchrun W={world_size}" if world_size > 1 else "one process"
@@ -274,20 +171,23 @@ def run_distributed_demo(
     train("B", world)
     train("B1", 1)
     train("C", world, "--skip-rng-restore")
-    report = compare(plan, launches)
+    report = compare(plan, launches, resumed_at)
     report["checkpoint"] = checkpoint
     report["seconds"] = round(time.perf_counter() - started, 3)
     return report
 
 
 def compare(
-    plan: DemoPlan, launches: dict[str, list[Launch]]
+    plan: DemoPlan,
+    launches: dict[str, list[Launch]],
+    resumed_at: dict[str, int | None],
 ) -> dict[str, Any]:
-    """Every resumed run against A: its files, its history, where it
-    resumed; plus what a report needs to say how the runs were made."""
+    """Every resumed run against A, from the runs' files: which differ byte
+    for byte, the first update whose record differs, where each resumed;
+    plus what a report needs to say how the runs were made."""
     out = plan.output_dir
     reference = read_history(out / "A")
-    differs = {name: differing(out / "A", out / name) for name in RESUMED}
+    differs = {n: differing_files(out / "A", out / n) for n in RESUMED}
     return {
         "world_size": plan.world_size,
         "shards": plan.world_size,
@@ -300,7 +200,7 @@ def compare(
             name: first_divergent_step(reference, read_history(out / name))
             for name in RESUMED
         },
-        "resumed_at": {n: resumed_at(launches[n][-1]) for n in RESUMED},
+        "resumed_at": resumed_at,
         "updates": {name: len(read_history(out / name)) for name in RUNS},
         **final_metrics(out / "A", plan.config),
         "launches": [

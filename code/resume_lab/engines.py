@@ -121,10 +121,3 @@ def build_engine(
             "use it with --strategy ddp"
         )
     return FSDPEngine(model, reduction, world_size)
-
-
-def unwrapped(model: nn.Module) -> nn.Module:
-    """The module whose state_dict has the plain parameter names."""
-    if isinstance(model, DistributedDataParallel):
-        return model.module
-    return model

@@ -3,34 +3,29 @@
 from __future__ import annotations
 
 import gc
-import os
 import time
 import weakref
-import zipfile
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from resume_lab import state_keys as keys
 from resume_lab.build import build_trainer
-from resume_lab.checkpoint import (
-    STATE_FILE,
-    load_checkpoint,
-    locate,
-    verify,
+from resume_lab.checkpoint import locate, verify
+from resume_lab.compare import (
+    checkpoint_bytes,
+    curve,
+    first_divergent_step,
+    tensors_equal,
 )
 from resume_lab.config import LabConfig
 from resume_lab.evaluate import evaluate
-from resume_lab.loop import DETERMINISTIC_FIELDS, Trainer
+from resume_lab.loop import Trainer
 from resume_lab.outputs import write_final
 from resume_lab.progress import Progress
 from resume_lab.resume import resume, save_training
-from resume_lab.run_folder import LAST
+from resume_lab.run_files import FINAL, LAST, STATE_FILE
 from resume_lab.versions import versions
-
-CURVE_FIELDS = ("loss", "grad_norm", "lr")
 
 
 def run_uninterrupted(
@@ -92,97 +87,6 @@ def run_interrupted(
 # --8<-- [end:run_interrupted]
 
 
-def tensors_equal(a: Any, b: Any) -> bool:
-    """Bitwise equality of nested dicts/lists of tensors and plain values
-    (Composer-style)."""
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return (
-            isinstance(a, torch.Tensor)
-            and isinstance(b, torch.Tensor)
-            and a.dtype == b.dtype
-            and a.shape == b.shape
-            and torch.equal(a, b)
-        )
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(
-            tensors_equal(a[k], b[k]) for k in a
-        )
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(
-            tensors_equal(x, y) for x, y in zip(a, b, strict=True)
-        )
-    return a == b
-
-
-def first_divergent_step(
-    reference: list[dict[str, Any]],
-    other: list[dict[str, Any]],
-    fields: Iterable[str] = DETERMINISTIC_FIELDS,
-) -> int | None:
-    """The first update whose record differs in any of `fields`; None if the
-    runs agree."""
-    fields = tuple(fields)
-    for ours, theirs in zip(reference, other, strict=False):
-        if any(ours[f] != theirs[f] for f in fields):
-            return ours["step"]
-    if len(reference) != len(other):
-        return min(len(reference), len(other)) + 1
-    return None
-
-
-def curve(
-    history: list[dict[str, Any]], fields: Iterable[str] = CURVE_FIELDS
-) -> list[tuple[Any, ...]]:
-    return [tuple(record[f] for f in fields) for record in history]
-
-
-def _storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
-    # What torch.save writes is each tensor's whole storage, not just its
-    # visible elements.
-    return sum(t.untyped_storage().nbytes() for t in tensors)
-
-
-# --8<-- [start:checkpoint_bytes]
-def checkpoint_bytes(path: str | os.PathLike[str]) -> dict[str, int]:
-    """Where the bytes of a training checkpoint go, measured on the files
-    themselves."""
-    checkpoint = locate(path)
-    state, _ = load_checkpoint(checkpoint)
-    moments = [
-        param_state[name]
-        for param_state in state[keys.OPTIMIZER]["state"].values()
-        for name in ("exp_avg", "exp_avg_sq")
-    ]
-    rng = state[keys.RNG]
-    parts = {
-        "parameters": _storage_bytes(state[keys.MODEL].values()),
-        "optimizer_moments": _storage_bytes(moments),
-        "rng_torch": _storage_bytes([rng["torch"]]),
-        "rng_numpy": _storage_bytes([rng["numpy"]["key"]]),
-        "rng_python": _storage_bytes([rng["python"]["words"]]),
-    }
-    # the whole directory: state.pt and manifest.json
-    total = sum(f.stat().st_size for f in checkpoint.iterdir())
-    # torch.save's format: one data/N entry per storage
-    with zipfile.ZipFile(checkpoint / STATE_FILE) as archive:
-        stored = sum(
-            info.file_size
-            for info in archive.infolist()
-            if "/data/" in info.filename
-        )
-    # The rest: other tensors (Adam step counts), the pickle
-    # (config, history mark...), ZIP headers, the manifest.
-    return {
-        "total": total,
-        **parts,
-        "other_tensors": stored - sum(parts.values()),
-        "rest": total - sum(parts.values()),
-    }
-
-
-# --8<-- [end:checkpoint_bytes]
-
-
 def default_kill_at(steps: int) -> int:
     """The course's update 50, or half the run when the run is that short."""
     return 50 if steps > 50 else steps // 2
@@ -214,7 +118,7 @@ def run_demo(
     final_metrics = evaluate(a.model, a.data.x_val, a.data.y_val)
     manifest = verify(output_dir / "B" / LAST)
     final_digests = {
-        name: verify(output_dir / name / "final.pt")["files"]["final.pt"]
+        name: verify(output_dir / name / FINAL)["files"][FINAL]
         for name in "ABC"
     }
     return {

@@ -16,14 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from resume_lab.atomic import SaveError
-from resume_lab.checkpoint import CheckpointError
 from resume_lab.hashing import DEFAULT_HASH, Hasher, new_hasher
 from resume_lab.loop import DETERMINISTIC_FIELDS
+from resume_lab.manifest import CheckpointError
+from resume_lab.run_files import HISTORY_LOG, TIMING_LOG
 
-HISTORY_LOG = "history.jsonl"
-# Wall-clock step times, kept beside the log: not part of any checkpoint's
-# mark (they differ from run to run), trimmed to the log's length.
-TIMING_LOG = "timing.jsonl"
+__all__ = [
+    "HISTORY_LOG",
+    "TIMING_LOG",
+    "HistoryLog",
+    "read_history",
+    "read_timing",
+]
 
 
 def encode(record: dict[str, Any]) -> bytes:

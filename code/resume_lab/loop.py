@@ -13,11 +13,15 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import clip_grad_norm_
 
+from resume_lab.clocks import Clocks
 from resume_lab.config import LabConfig
 from resume_lab.data import Blobs
 from resume_lab.evaluate import evaluate
 from resume_lab.events import COMPLETED, Callback, Event, StopReason
+from resume_lab.rng import ProcessRNG
 from resume_lab.sampler import StepIndexedSampler
+from resume_lab.shards import ShardGenerators
+from resume_lab.world import World
 
 # The per-update fields that are a pure function of the configuration.
 # step_time is wall clock.
@@ -57,13 +61,49 @@ class Trainer:
         self.sampler = sampler
         self.data = data
         self.callbacks = list(callbacks)
-        # Clocks: updates, data position (epoch, next micro-batch), examples.
-        self.step = 0
-        self.epoch = 0
-        self.micro = 0
-        self.examples_seen = 0
+        # updates, data position (epoch, next micro-batch), examples seen
+        self.clocks = Clocks()
+        # where dropout draws from: the process's generators here; one per
+        # logical shard on a ShardedTrainer
+        self.rng: ProcessRNG | ShardGenerators = ProcessRNG()
+        self.shards: int | None = None  # no logical shards: the course path
+        self.world = World()  # a world of one: every collective a no-op
         self.history: list[dict[str, Any]] = []
         self.stop_reason: StopReason | None = None
+
+    # The clocks, as trainer.step and so on (one object holds them all, so
+    # a checkpoint saves and restores them as one).
+    @property
+    def step(self) -> int:
+        return self.clocks.step
+
+    @step.setter
+    def step(self, value: int) -> None:
+        self.clocks.step = value
+
+    @property
+    def epoch(self) -> int:
+        return self.clocks.epoch
+
+    @epoch.setter
+    def epoch(self, value: int) -> None:
+        self.clocks.epoch = value
+
+    @property
+    def micro(self) -> int:
+        return self.clocks.micro
+
+    @micro.setter
+    def micro(self, value: int) -> None:
+        self.clocks.micro = value
+
+    @property
+    def examples_seen(self) -> int:
+        return self.clocks.examples_seen
+
+    @examples_seen.setter
+    def examples_seen(self, value: int) -> None:
+        self.clocks.examples_seen = value
 
     def emit(self, event: Event, *args: Any) -> None:
         for callback in self.callbacks:
@@ -152,12 +192,8 @@ class Trainer:
         return reason
 
     def _advance(self, micro_batches: int, examples: int) -> None:
-        self.step += 1
-        self.examples_seen += examples
-        self.micro += micro_batches
-        if self.micro == self.sampler.micro_batches_per_epoch:
-            # the next update draws a new permutation
-            self.epoch, self.micro = self.epoch + 1, 0
+        per_epoch = self.sampler.micro_batches_per_epoch
+        self.clocks.advance(micro_batches, examples, per_epoch)
 
     def _log(
         self,

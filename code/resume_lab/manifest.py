@@ -7,15 +7,16 @@ from __future__ import annotations
 import datetime
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from resume_lab.hashing import HASHES, FileDigest, new_hasher
+from resume_lab.run_files import MANIFEST
 from resume_lab.versions import versions
 
-MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 2
 # the manifest's own hash, over every other key (canonical JSON)
 SEAL = "manifest_digest"
@@ -111,11 +112,7 @@ def read_manifest(checkpoint: Path) -> dict[str, Any]:
 
 def check_shape(path: Path, manifest: Any) -> None:
     """Every key the lab reads is there, with the type it expects."""
-    missing = [
-        key
-        for key in REQUIRED_KEYS
-        if not isinstance(manifest, dict) or key not in manifest
-    ]
+    missing = missing_keys(manifest, REQUIRED_KEYS)
     if missing:
         raise CheckpointError(
             f"{path}: lacks {', '.join(missing)}; it is damaged, or was not "
@@ -138,3 +135,8 @@ def check_shape(path: Path, manifest: Any) -> None:
             f"{path}: its file list is damaged (every entry needs an integer "
             "'bytes' and a string 'digest')"
         )
+
+
+def missing_keys(value: Any, names: Iterable[str]) -> list[str]:
+    """The names that `value`, a dict if it is whole, lacks."""
+    return [n for n in names if not isinstance(value, dict) or n not in value]

@@ -7,13 +7,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from resume_lab.atomic import atomic_write_bytes
-from resume_lab.checkpoint import save_file_checkpoint
+from resume_lab.atomic import atomic_save, atomic_write_bytes
+from resume_lab.hashing import DEFAULT_HASH
 from resume_lab.loop import DETERMINISTIC_FIELDS, Trainer
-
-FINAL = "final.pt"
-HISTORY = "history.json"
-TIMING = "timing.json"
+from resume_lab.manifest import make_manifest, manifest_of, manifest_text
+from resume_lab.run_files import FINAL, HISTORY, TIMING
 
 
 def history_records(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -25,6 +23,25 @@ def history_records(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
         {field: record[field] for field in DETERMINISTIC_FIELDS}
         for record in history
     ]
+
+
+def save_file_checkpoint(
+    obj: Any,
+    path: str | os.PathLike[str],
+    *,
+    step: int,
+    config: dict[str, Any],
+    algorithm: str = DEFAULT_HASH,
+) -> dict[str, Any]:
+    """A single file (final.pt) with its manifest beside it (final.json), for
+    tools that want one file; written once, when a run ends."""
+    path = Path(path)
+    digest = atomic_save(obj, path, algorithm)
+    manifest = make_manifest(
+        {path.name: digest}, step=step, config=config, algorithm=algorithm
+    )
+    atomic_write_bytes(manifest_of(path), manifest_text(manifest))
+    return manifest
 
 
 def write_json(path: Path, value: Any) -> None:

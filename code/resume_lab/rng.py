@@ -68,3 +68,14 @@ def restore_rng(state: dict[str, Any]) -> None:
 
 
 # --8<-- [end:restore_rng]
+
+
+class ProcessRNG:
+    """The process's generators as one stateful part of a Trainer (one
+    process: dropout draws from the global torch RNG)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return capture_rng()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        restore_rng(state)

@@ -1,12 +1,6 @@
-"""The run folder: committed checkpoint directories, the `last` and `best`
-pointers, and the housekeeping of a start and of rotation.
-
-    run/
-      step-000040/          state.pt + manifest.json, committed by a rename
-      step-000060/
-      last -> step-000060   a relative symlink, swapped by one rename
-      best -> step-000040
-      history.jsonl         one line per update, appended at each save
+"""The run folder's housekeeping: committed checkpoint directories, the
+`last` and `best` pointers, and the clean-up of a start and of rotation
+(run_files.py names every file).
 
 A pointer is a symlink rather than a small file naming the directory: the
 swap is the same one rename, and every tool follows it (`ls -l`, `cp -rL`,
@@ -16,30 +10,35 @@ swap is the same one rename, and every tool follows it (`ls -l`, `cp -rL`,
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import shutil
 from pathlib import Path
 
 from resume_lab.atomic import SaveError, fsync_dir
-from resume_lab.checkpoint import MANIFEST, TEMP_PREFIX
+from resume_lab.run_files import (
+    BEST,
+    LAST,
+    MANIFEST,
+    POINTERS,
+    STEP_NAME,
+    TEMP_PREFIX,
+    checkpoint_name,
+    step_of,
+)
 
-LAST = "last"
-BEST = "best"
-POINTERS = (LAST, BEST)
-STEP_NAME = re.compile(r"step-(\d{6,})")
-
-
-def checkpoint_name(step: int) -> str:
-    """step-000040: six digits or more, so names sort as numbers do."""
-    return f"step-{step:06d}"
-
-
-def step_of(path: Path) -> int:
-    match = STEP_NAME.fullmatch(path.name)
-    if match is None:
-        raise ValueError(f"{path.name} is not a checkpoint name")
-    return int(match.group(1))
+__all__ = [
+    "BEST",
+    "LAST",
+    "POINTERS",
+    "STEP_NAME",
+    "checkpoint_name",
+    "clean_start",
+    "committed",
+    "point",
+    "pointed",
+    "rotate",
+    "step_of",
+]
 
 
 def committed(folder: Path) -> list[Path]:

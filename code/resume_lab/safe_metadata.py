@@ -27,8 +27,6 @@ from torch.distributed.checkpoint.planner import ReadItem
 
 from resume_lab.manifest import CheckpointError
 
-METADATA = ".metadata"
-
 # What torch 2.13 pickles into a tensor-only checkpoint's .metadata.
 ALLOWED = {
     ("torch.distributed.checkpoint.metadata", name)
@@ -63,11 +61,13 @@ class MetadataUnpickler(pickle.Unpickler):
 
 
 # --8<-- [start:read_metadata]
-def read_metadata(path: Path) -> Metadata:
-    """The checkpoint's DCP metadata, or CheckpointError; nothing outside
-    the allow-list is ever constructed or called."""
+def read_metadata(path: Path, data: bytes | None = None) -> Metadata:
+    """The checkpoint's DCP metadata (`data`, the bytes of `path` if they
+    were read already), or CheckpointError; nothing outside the allow-list
+    is ever constructed or called."""
+    data = path.read_bytes() if data is None else data
     try:
-        metadata = MetadataUnpickler(io.BytesIO(path.read_bytes())).load()
+        metadata = MetadataUnpickler(io.BytesIO(data)).load()
     except (pickle.UnpicklingError, EOFError, AttributeError, TypeError) as err:
         raise CheckpointError(f"{path}: refused, not loaded: {err}") from None
     if not isinstance(metadata, Metadata):
@@ -87,14 +87,18 @@ def read_metadata(path: Path) -> Metadata:
 
 
 class SafeReader(FileSystemReader):
-    """FileSystemReader whose metadata comes from read_metadata()."""
+    """FileSystemReader whose metadata is read_metadata()'s, read once
+    already: DCP never unpickles the file itself."""
+
+    def __init__(self, path: Path, metadata: Metadata) -> None:
+        super().__init__(path)
+        self.metadata = metadata
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
-        metadata = read_metadata(Path(self.path) / METADATA)
-        storage_meta = metadata.storage_meta or StorageMeta()
+        storage_meta = self.metadata.storage_meta or StorageMeta()
         storage_meta.load_id = self.load_id
-        metadata.storage_meta = storage_meta
-        return metadata
+        self.metadata.storage_meta = storage_meta
+        return self.metadata
 
 
 class TensorOnlyPlanner(DefaultLoadPlanner):

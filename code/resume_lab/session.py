@@ -13,28 +13,21 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-)
 
+from resume_lab import state_keys as keys
 from resume_lab.build import build_trainer
 from resume_lab.callbacks import Checkpoint, StopAfter, TimeBudget
-from resume_lab.checkpoint import locate
 from resume_lab.config import LabConfig
 from resume_lab.events import PREEMPTED, Callback, StopReason
 from resume_lab.loop import Trainer
-from resume_lab.outputs import FINAL, write_final
+from resume_lab.outputs import write_final
 from resume_lab.progress import Progress
-from resume_lab.resume import resume
-from resume_lab.run_folder import LAST
-from resume_lab.sharded import build_sharded_trainer
-from resume_lab.sharded_callbacks import ShardedCheckpoint
-from resume_lab.sharded_checkpoint import SHARDS, resume_sharded, saved_state
+from resume_lab.resume import read_checkpoint, resume, store_for
+from resume_lab.run_files import FINAL, LAST
 from resume_lab.shards import ShardError, check_divisible
+from resume_lab.state_file import Saved
 from resume_lab.world import World, join, leave
 
 
@@ -61,8 +54,8 @@ class TrainOptions:
     strategy: str = "ddp"
     async_save: bool = False
     fixed_reduction: bool = True
-    # False only for the distributed demo's negative control: a sharded
-    # resume keeps fresh dropout generators (a one-process resume ignores it)
+    # False only for the demo's negative control (C): the resume keeps the
+    # fresh dropout generators
     restore_rng: bool = True
 
 
@@ -109,7 +102,8 @@ def train_in_folder(
     log: Callable[[str], None] = lambda line: None,
 ) -> Outcome:
     """Resume from `folder/last` if there is one, else start; train until
-    done or stopped; a finished run also writes final.pt and history.json."""
+    done or stopped; a finished run also writes final.pt and history.json.
+    One process, or every rank of a torchrun launch alike."""
     world = join()
     folder = writable_folder(options.folder)
     resuming = has_last(folder)
@@ -118,60 +112,61 @@ def train_in_folder(
             f"{folder / FINAL} exists but {folder / LAST} does not; "
             "choose a new --output-dir"
         )
-    # verified once here; a sharded resume reuses it
-    saved = saved_state(folder / LAST) if resuming else None
-    shards = shards_for(
-        options, world, folder / LAST if resuming else None, saved
-    )
-    if shards is not None:
-        return train_sharded(
-            options, world, shards, saved, extra_callbacks or [], log
-        )
+    # verified before anything is built: a damaged checkpoint loads nothing
+    saved = read_checkpoint(folder / LAST) if resuming else None
+    shards = shards_for(options, world, saved)
     trainer = build_trainer(
         options.config,
         init_seed=options.config.seed,
-        callbacks=[*callbacks_for(options), *(extra_callbacks or [])],
+        callbacks=[*callbacks_for(options, world), *(extra_callbacks or [])],
+        shards=shards,
+        world=world,
+        strategy=options.strategy,
+        fixed=options.fixed_reduction,
     )
     resumed_at = None
-    if resuming:
-        resumed_at = resume_logged(trainer, folder / LAST, log)
+    if saved is not None:
+        resumed_at = resume_logged(trainer, saved, options, log)
     reason = trainer.fit(options.config.steps)
     if reason not in PREEMPTED:
-        write_final(trainer, folder)
-    return Outcome(reason, trainer.step, resumed_at, folder)
+        weights = store_for(trainer).whole_model(trainer)  # every rank
+        if world.is_writer:
+            write_final(trainer, folder, weights)
+    step = trainer.step
+    del trainer  # the engine's objects go before the group (world.leave)
+    leave()
+    return Outcome(reason, step, resumed_at, folder, world.rank)
 
 
 # --8<-- [end:train_in_folder]
 
 
 def shards_for(
-    options: TrainOptions,
-    world: World,
-    last: Path | None,
-    state: dict[str, Any] | None,
+    options: TrainOptions, world: World, saved: Saved | None
 ) -> int | None:
     """L for this run, or None for the one-process course path (dropout
     from the global RNG). A checkpoint's L wins; a new run takes --shards,
     else the world size under torchrun."""
-    saved = None if state is None else int(state[SHARDS])
-    if last is not None and saved is None and world.size == 1:
+    last = options.folder / LAST
+    stored = None if saved is None else saved.state.get(keys.SHARDS)
+    if saved is not None and stored is None and world.size == 1:
         if options.shards is not None:
             raise RunFolderError(
                 f"{last} is a one-process checkpoint (no logical shards); "
                 "drop --shards to resume it, or choose a new --output-dir"
             )
         return None
-    if last is not None and saved is None:
+    if saved is not None and stored is None:
         raise RunFolderError(
             f"{last} is a one-process checkpoint; resume it without "
             "torchrun, or choose a new --output-dir"
         )
-    if saved is not None and options.shards not in (None, saved):
+    if stored is not None and options.shards not in (None, stored):
         raise RunFolderError(
-            f"{last} was made with --shards {saved}, not {options.shards}; "
+            f"{last} was made with --shards {stored}, not {options.shards}; "
             f"drop --shards to resume it"
         )
-    shards = saved or options.shards
+    shards = stored or options.shards
     if shards is None and world.distributed:
         shards = world.size
     if shards is not None:
@@ -182,83 +177,19 @@ def shards_for(
     return shards
 
 
-# --8<-- [start:train_sharded]
-def train_sharded(
-    options: TrainOptions,
-    world: World,
-    shards: int,
-    saved: dict[str, Any] | None,
-    extra_callbacks: list[Callback],
-    log: Callable[[str], None],
-) -> Outcome:
-    """train_in_folder() on L logical shards over this world's ranks."""
-    trainer = build_sharded_trainer(
-        options.config,
-        world=world,
-        shards=shards,
-        strategy=options.strategy,
-        fixed=options.fixed_reduction,
-        callbacks=[
-            *callbacks_for(options, world, sharded=True),
-            *extra_callbacks,
-        ],
-    )
-    resumed_at = None
-    if saved is not None:
-        resume_sharded(
-            trainer,
-            options.folder / LAST,
-            restore_rng=options.restore_rng,
-            state=saved,
-        )
-        resumed_at = trainer.step
-        if world.is_writer:
-            log(
-                f"[train] resumed from {options.folder / LAST} at update "
-                f"{trainer.step} on {world.size} process(es), {shards} shards"
-            )
-    reason = trainer.fit(options.config.steps)
-    if reason not in PREEMPTED:
-        weights = get_model_state_dict(
-            trainer.model,
-            options=StateDictOptions(full_state_dict=True, cpu_offload=True),
-        )
-        if world.is_writer:
-            write_final(trainer, options.folder, weights)
-    step = trainer.step
-    del trainer
-    leave()
-    return Outcome(reason, step, resumed_at, options.folder, world.rank)
-
-
-# --8<-- [end:train_sharded]
-
-
-def callbacks_for(
-    options: TrainOptions, world: World | None = None, *, sharded: bool = False
-) -> list[Callback]:
-    world = world or World()
+def callbacks_for(options: TrainOptions, world: World) -> list[Callback]:
     # rank 0 speaks for the run; the others keep quiet
     stream = None if world.is_writer else io.StringIO()
     progress = Progress(
         "train", options.config.steps, quiet=options.quiet, stream=stream
     )
-    saver: Checkpoint
-    if sharded:
-        saver = ShardedCheckpoint(
-            options.folder,
-            every=options.save_every,
-            keep=options.keep,
-            log=progress.line,
-            asynchronous=options.async_save,
-        )
-    else:
-        saver = Checkpoint(
-            options.folder,
-            every=options.save_every,
-            keep=options.keep,
-            log=progress.line,
-        )
+    saver = Checkpoint(
+        options.folder,
+        every=options.save_every,
+        keep=options.keep,
+        log=progress.line,
+        asynchronous=options.async_save,
+    )
     callbacks: list[Callback] = [saver]
     if options.time_budget is not None:
         callbacks.append(TimeBudget(options.time_budget))
@@ -268,13 +199,21 @@ def callbacks_for(
 
 
 def resume_logged(
-    trainer: Trainer, last: Path, log: Callable[[str], None]
+    trainer: Trainer,
+    saved: Saved,
+    options: TrainOptions,
+    log: Callable[[str], None],
 ) -> int:
-    """resume() (verified, configuration checked, RNG last), saying so."""
-    manifest = resume(trainer, last)
+    """resume() (verified, configuration checked, RNG last), saying so on
+    rank 0; and warning when the thread count differs from the save's."""
+    manifest = resume(trainer, saved, restore_rng_state=options.restore_rng)
+    if not trainer.world.is_writer:
+        return trainer.step
+    where = f"{trainer.world.size} process(es), {trainer.shards} shards"
     log(
-        f"[train] resumed from {last} -> {locate(last).name} "
-        f"at update {trainer.step}"
+        f"[train] resumed from {options.folder / LAST} -> "
+        f"{saved.checkpoint.name} at update {trainer.step}"
+        + (f" on {where}" if trainer.shards is not None else "")
     )
     if manifest.get("threads") != torch.get_num_threads():
         log(

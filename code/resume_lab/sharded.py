@@ -7,26 +7,17 @@ callbacks, the schedule and the evaluation are the same code.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from resume_lab.build import seed_everything
-from resume_lab.callbacks import EarlyStopping
-from resume_lab.config import LabConfig
-from resume_lab.data import Blobs, make_blobs
-from resume_lab.engines import Engine, build_engine
+from resume_lab.engines import Engine
 from resume_lab.events import Callback, StopReason
 from resume_lab.loop import Trainer
-from resume_lab.model import build_model
-from resume_lab.reduction import ShardReduction, clip_in_fixed_order
-from resume_lab.sampler import StepIndexedSampler
-from resume_lab.schedule import build_scheduler
+from resume_lab.reduction import clip_in_fixed_order
 from resume_lab.shards import (
     ShardGenerators,
-    check_divisible,
     owned,
     shard_slice,
 )
@@ -44,6 +35,9 @@ class AfterEvaluation(Callback):
 
 
 class ShardedTrainer(Trainer):
+    rng: ShardGenerators
+    shards: int
+
     def __init__(
         self,
         *args: Any,
@@ -61,14 +55,15 @@ class ShardedTrainer(Trainer):
         self.engine = engine
         self.fixed = fixed
         self.owned = owned(shards, world.size, world.rank)
-        self.generators = ShardGenerators(self.config.seed, self.owned)
+        # one dropout generator per owned shard, saved under per-shard keys
+        self.rng = ShardGenerators(self.config.seed, self.owned)
         self.callbacks.insert(0, AfterEvaluation(engine))
 
     def shard_loss(
         self, shard: int, indices: torch.Tensor, window_examples: int
     ) -> torch.Tensor:
         part = shard_slice(indices, self.shards, shard)
-        with self.generators.drawing(shard):  # dropout: this shard's masks
+        with self.rng.drawing(shard):  # dropout: this shard's masks
             logits = self.model(self.data.x_train[part])
         loss = F.cross_entropy(logits, self.data.y_train[part], reduction="sum")
         return loss / window_examples
@@ -114,56 +109,3 @@ class ShardedTrainer(Trainer):
 
     def agree(self, reason: StopReason | None) -> StopReason | None:
         return self.world.agree(reason)
-
-
-def build_sharded_trainer(
-    config: LabConfig,
-    *,
-    world: World,
-    shards: int,
-    strategy: str = "ddp",
-    fixed: bool = True,
-    data: Blobs | None = None,
-    callbacks: Iterable[Callback] = (),
-) -> ShardedTrainer:
-    """build_trainer() for W processes: the same seeds, model and schedule;
-    the optimizer is built on the engine's parameters (FSDP2 replaces them
-    with sharded ones)."""
-    check_divisible(shards, world.size)
-    seed_everything(config.seed)
-    data = data if data is not None else make_blobs(config.data_seed)
-    model = build_model(config.dropout)
-    reduction = ShardReduction(shards)
-    engine = build_engine(
-        model,
-        strategy=strategy,
-        reduction=reduction,
-        world_size=world.size,
-        fixed=fixed,
-    )
-    optimizer = torch.optim.AdamW(
-        engine.model.parameters(),
-        lr=config.lr,
-        weight_decay=config.weight_decay,
-    )
-    scheduler = build_scheduler(optimizer, config.steps, config.warmup_frac)
-    sampler = StepIndexedSampler(
-        len(data.y_train), config.micro_batch, seed=config.seed
-    )
-    policy: list[Callback] = (
-        [EarlyStopping(config.patience)] if config.patience else []
-    )
-    return ShardedTrainer(
-        config,
-        engine.model,
-        optimizer,
-        scheduler,
-        sampler,
-        data,
-        [*policy, *callbacks],
-        world=world,
-        shards=shards,
-        engine=engine,
-        strategy=strategy,
-        fixed=fixed,
-    )

@@ -88,6 +88,13 @@ class ShardGenerators:
         with self.drawing(shard):
             return fn()
 
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {shard_key(s): state for s, state in self.states.items()}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        for shard in self.states:
+            self.states[shard] = state[shard_key(shard)]
+
 
 # --8<-- [end:shard_rng]
 

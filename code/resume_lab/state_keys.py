@@ -30,6 +30,13 @@ CONFIG = "config"
 VERSIONS = "versions"  # torch / numpy / python versions that wrote the file
 # --8<-- [end:state_keys]
 
+# On L logical shards (W processes, or one), what differs: L itself, one
+# dropout generator per shard (under per-shard keys, with the tensors), and
+# the optimizer's settings apart from its tensors.
+SHARDS = "shards"
+SHARD_RNG = "shard_rng"
+OPTIMIZER_GROUPS = "optimizer_groups"
+
 ALL = (
     FORMAT,
     STEP,

@@ -35,11 +35,10 @@ def numbers_only(value: Any, where: str = "") -> list[str]:
 
 
 def check_stored(results: dict) -> None:
-    assert set(results) == {"plan", "measured", "provenance"}
-    measured = results["measured"]
-    assert not numbers_only(measured)
-    save, train = measured["save"], measured["train"]
-    assert save["world_size"] == measured["setup"]["save_world"] == 2
+    assert set(results) == {"plan", "save", "train", "provenance"}
+    plan, save, train = results["plan"], results["save"], results["train"]
+    assert not numbers_only(save) and not numbers_only(train)
+    assert save["world_size"] == plan["distributed_save_world"] == 2
     for key, size in save["sizes"].items():
         runs = size["runs_s"]
         assert set(runs) == SAVE_VARIANTS == set(size["median_s"]), key
@@ -48,7 +47,7 @@ def check_stored(results: dict) -> None:
         assert size["staged_copy_checked"] is True  # the worker asserted it, untimed
         for i, stall in enumerate(runs["dcp_async_stall"]):  # it returned before it was written
             assert stall <= runs["dcp_async_done"][i], key
-    assert [w["world_size"] for w in train["worlds"].values()] == measured["setup"]["worlds"]
+    assert [w["world_size"] for w in train["worlds"].values()] == plan["distributed_worlds"]
     for key, w in train["worlds"].items():
         assert len(w["runs"]) == train["runs_per_world"], key
         for run in w["runs"]:
@@ -99,11 +98,10 @@ def shown(committed: dict) -> dict:
 def test_committed_results_are_a_full_run_of_numbers(committed: dict, shown: dict):
     check_stored(committed)
     check_view(shown)
-    measured = committed["measured"]
     assert committed["provenance"]["mode"] == "full"
-    assert max(s["state_bytes"] for s in measured["save"]["sizes"].values()) >= 10**8
-    train = measured["train"]
-    assert measured["setup"]["worlds"] == [1, 2, 4] and train["shards"] == 4
+    assert max(s["state_bytes"] for s in committed["save"]["sizes"].values()) >= 10**8
+    train = committed["train"]
+    assert committed["plan"]["distributed_worlds"] == [1, 2, 4] and train["shards"] == 4
     # the page says which world sizes ran more processes than the machine has cores
     for w in shown["train"]["worlds"].values():
         assert w["oversubscribed"] == (w["world_size"] > train["cores"])
@@ -135,11 +133,10 @@ def per_update(train: dict) -> dict[str, list[float]]:
 
 def test_the_committed_numbers_support_what_the_page_says(committed: dict, shown: dict):
     """Every comparison the section words, from the raw runs: a winner only when they separate."""
-    measured = committed["measured"]
-    for key, size in measured["save"]["sizes"].items():
+    for key, size in committed["save"]["sizes"].items():
         for c in shown["save"]["sizes"][key]["compare"].values():
             assert c["winner"] == winner(size["runs_s"], c["a"], c["b"]), (key, c)
-    seconds = per_update(measured["train"])
+    seconds = per_update(committed["train"])
     worlds = shown["train"]["worlds"]
     baseline = next(iter(worlds))
     for key, w in worlds.items():
@@ -166,13 +163,12 @@ def test_the_committed_numbers_support_what_the_page_says(committed: dict, shown
 def synthetic(train_runs: dict[str, list[float]], save_runs: dict[str, list[float]]) -> dict:
     """The committed results with made-up runs: seconds per update per world, and save times."""
     results = copy.deepcopy(json.loads(COMMITTED.read_text("utf8")))
-    measured = results["measured"]
-    for key, w in measured["train"]["worlds"].items():
+    for key, w in results["train"]["worlds"].items():
         w["runs"] = [
             {**w["runs"][0], "counted_updates": 100, "loop_s": s * 100, "step_time_sum_s": s}
             for s in train_runs[key]
         ]
-    for size in measured["save"]["sizes"].values():
+    for size in results["save"]["sizes"].values():
         size["runs_s"] = save_runs
         size["median_s"] = {k: sorted(v)[len(v) // 2] for k, v in save_runs.items()}
     return results

@@ -42,7 +42,7 @@ TOO_NOISY = "too noisy to judge"
 NAME = re.compile(r"[A-Za-z0-9_.+:\-() ]{1,80}")
 STRINGS = (
     r"provenance\.(started|mode|machine\.\w+|versions\.\w+)",
-    r"plan\.(mode|(save_sizes|serialization_sizes)\..*)",
+    r"plan\.(mode|(save_sizes|serialization_sizes|distributed_save_sizes)\..*)",
     r"save\.\w+\.default_hash",
     r"verify_load\.hash",
     r"suite\.(reason|finished)",
@@ -90,8 +90,6 @@ def check_view(shown: dict) -> None:
         assert target["met"] in (True, False, None), key
         if target["met"] is None:  # not measured, or measured but too noisy to judge
             assert (target["measured"] is None) == (target["verdict"] != TOO_NOISY), key
-    measured = [t["met"] for t in targets.values() if t["met"] is not None]
-    assert shown["all_met"] == all(measured)
     sampler = shown["sampler"]
     assert [e["k"] for e in sampler["per_k"].values()] == sampler["ks"]
     for entry in sampler["per_k"].values():
@@ -286,7 +284,7 @@ def test_the_committed_numbers_support_what_the_page_says(committed: dict, shown
 def test_a_comparison_whose_winner_measured_zero_has_no_factor():
     """A peak of memory can be zero (nothing grew above the baseline): the comparison still
     names the winner, and states no factor rather than dividing by zero."""
-    from bench.verdicts import compare
+    from bench.timing import compare
 
     found = compare({"meta_mmap": [270336.0], "plain": [0.0]}, "meta_mmap", "plain")
     assert (found["winner"], found["loser"], found["factor"]) == ("plain", "meta_mmap", None)
@@ -296,7 +294,7 @@ def test_a_comparison_whose_winner_measured_zero_has_no_factor():
 def test_the_suite_report_is_read_as_pytest_and_xdist_print_it():
     """`make test` runs on xdist workers: the suite's bench reads how many, and each folder's
     summed time, from the output as printed."""
-    from bench import suite_time
+    from bench.measurements import suite_time
 
     output = """created: 2/2 workers
 2 workers [752 items]

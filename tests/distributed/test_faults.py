@@ -2,7 +2,7 @@
 
 A sharded checkpoint is a directory DIR/step-NNNNNN/ holding each rank's `__R_0.distcp`, DCP's
 `.metadata`, rank 0's `train_state.pt` and the manifest, committed by one rename from a
-`tmp-...` directory (resume_lab.sharded_checkpoint).
+`tmp-...` directory (resume_lab.dcp_store, committed by resume_lab.checkpoint.commit).
 
 Quick tier, on one preempted W = 2 torchrun run made once per module, each test on a copy of its
 folder (marked `heavy`: `make test-all` runs them, `make test` launches no torchrun):
@@ -25,9 +25,9 @@ byte); and a kill at every named phase of a sharded save and commit (a forked on
 sharded run, L = 2, that SIGKILLs itself there). Full tier: the random kills, at least 50
 ($DIST_FAULTS_KILLS), figures to $DIST_FAULTS_RESULTS.
 
-Every launch runs under a timeout. torchrun starts each worker in a session of its own, so
-killing torchrun's process group does not reach them: `Lab` tracks the workers and kills them
-too.
+Every launch runs under a timeout, through the lab's launcher (resume_lab.launcher): torchrun
+starts each worker in a session of its own, so killing torchrun's process group does not reach
+them; the launcher tracks the workers and kills them too.
 """
 
 from __future__ import annotations
@@ -58,11 +58,12 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.api import CheckpointException
-from torchrun import command, lab_env, same_outputs
+from torchrun import lab_command, same_outputs
 
 from bench import provenance
-from resume_lab import safe_metadata, session, sharded_callbacks, sharded_checkpoint
+from resume_lab import callbacks, checkpoint, dcp_store, safe_metadata, session
 from resume_lab.atomic import atomic_write_bytes
+from resume_lab.build import build_trainer
 from resume_lab.checkpoint import CheckpointError, verify
 from resume_lab.cli import main
 from resume_lab.config import LabConfig
@@ -70,10 +71,11 @@ from resume_lab.events import Callback
 from resume_lab.exit_codes import EXIT_OK, EXIT_REJECTED
 from resume_lab.hashing import file_digest
 from resume_lab.history_log import HistoryLog
+from resume_lab.launcher import Running
 from resume_lab.manifest import MANIFEST, make_manifest, read_manifest, write_manifest
+from resume_lab.resume import finish_save, start_save, training_state
 from resume_lab.run_folder import BEST, LAST, STEP_NAME, step_of
 from resume_lab.session import TrainOptions, train_in_folder
-from resume_lab.sharded import build_sharded_trainer
 from resume_lab.world import World
 
 # one-process DCP says so at every save and load
@@ -127,112 +129,16 @@ def copy_folder(source: Path, target: Path) -> Path:
 # --- processes ------------------------------------------------------------------------------
 
 
-def children(pid: int) -> set[int]:
-    """The child processes of `pid`, from /proc (psutil is not a dependency)."""
-    found: set[int] = set()
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError, ValueError):
-                text = Path(f"/proc/{pid}/task/{task}/children").read_text()
-                found |= {int(word) for word in text.split()}
-    return found
+def lab(world: int, args: list[str], logs: Path) -> Running:
+    """One launch of the lab: torchrun for W > 1, `python -m resume_lab` for W = 1; output to
+    files under `logs`; torchrun's workers tracked and killed with it: none outlives a test."""
+    return Running(lab_command(world, args), logs=logs)
 
 
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def rank_of(pid: int) -> int | None:
-    """The RANK torchrun gave a worker, from its environment."""
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    for item in environ:
-        if item.startswith(b"RANK="):
-            return int(item[5:])
-    return None
-
-
-class Lab:
-    """One launch of the lab: torchrun for W > 1, `python -m resume_lab` for W = 1; output to a
-    log file (no pipe to fill up). torchrun starts every worker with start_new_session=True, so
-    its workers are tracked here and killed with it: none outlives a test."""
-
-    def __init__(self, world: int, args: list[str], log: Path) -> None:
-        self.world, self.log = world, log
-        self._out = open(log, "wb")  # noqa: SIM115 -- closed in __exit__
-        self.proc = subprocess.Popen(
-            command(world, args),
-            env=lab_env(),
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.seen: set[int] = set()
-
-    def workers(self) -> dict[int, int]:
-        """{rank: pid} of the processes that train."""
-        if self.world == 1:
-            return {0: self.proc.pid} if self.proc.poll() is None else {}
-        found = {}
-        for pid in children(self.proc.pid):
-            rank = rank_of(pid)
-            if rank is not None and alive(pid):
-                found[rank] = pid
-                self.seen.add(pid)
-        return found
-
-    def wait(self, timeout: float = TIMEOUT) -> int:
-        deadline = time.monotonic() + timeout
-        while self.proc.poll() is None:
-            self.workers()
-            if time.monotonic() > deadline:
-                self.kill()
-                raise AssertionError(
-                    f"timed out after {timeout} s: {shlex.join(self.proc.args)}\n{self.tail()}"
-                )
-            time.sleep(0.05)
-        # torchrun reaps its workers before it exits; make sure of it
-        end = time.monotonic() + 10
-        while (left := [p for p in self.seen if alive(p)]) and time.monotonic() < end:
-            time.sleep(0.05)
-        if left:
-            self.kill()
-            raise AssertionError(f"workers {left} outlived {self.proc.args[0]}")
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        for pid in [*self.seen, self.proc.pid]:
-            with contextlib.suppress(OSError):
-                if alive(pid) and os.getpgid(pid) == pid:
-                    os.killpg(pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def output(self) -> str:
-        self._out.flush()
-        return self.log.read_text("utf8", errors="replace")
-
-    def tail(self, chars: int = 3000) -> str:
-        return self.output()[-chars:]
-
-    def __enter__(self) -> Lab:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc.poll() is None or any(alive(p) for p in self.seen):
-            self.kill()
-        self._out.close()
-
-
-def launch(world: int, args: list[str], log: Path) -> tuple[int, str]:
-    with Lab(world, args, log) as lab:
-        code = lab.wait()
-        return code, lab.output()
+def launch(world: int, args: list[str], logs: Path) -> tuple[int, str]:
+    with lab(world, args, logs) as running:
+        code = running.wait(TIMEOUT)
+        return code, running.stdout() + running.stderr()
 
 
 @dataclass
@@ -360,7 +266,7 @@ def preempted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("dist-faults")
     folder = base / "run"
     args = train_args(folder, QUICK_STEPS, QUICK_EVERY, "--stop-after", str(QUICK_STOP))
-    code, output = launch(2, args, base / "run.log")
+    code, output = launch(2, args, base / "run-logs")
     assert code == 1 and "exitcode  : 75" in output, output[-3000:]
     assert pointer_step(folder) == QUICK_STOP
     assert sorted(p.name for p in folder.glob("step-*")) == ["step-000004", "step-000008"]
@@ -394,7 +300,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     spy(torch, "load", "torch.load")
     spy(dcp, "load", "dcp.load")
     spy(safe_metadata.MetadataUnpickler, "load", ".metadata unpickled")
-    spy(session, "build_sharded_trainer", "trainer built")
+    spy(session, "build_trainer", "trainer built")
     return calls
 
 
@@ -524,25 +430,21 @@ def test_a_save_never_writes_into_an_existing_checkpoint_directory(
     mix of old and new tensors. The lab's save cannot: every save goes to a fresh tmp-
     directory with overwrite=False, and a re-save of a committed update (a resume after a kill
     between the commit and the pointer swap) leaves the committed files as they were."""
-    trainer = build_sharded_trainer(
-        LabConfig(steps=4, eval_every=0, patience=None), world=World(), shards=2
-    )
+    config = LabConfig(steps=4, eval_every=0, patience=None)
+    trainer = build_trainer(config, init_seed=config.seed, world=World(), shards=2)
     trainer.fit(2)
-    config = trainer.config.to_dict()
     folder = tmp_path / "run"
     folder.mkdir()
     writers: list[tuple[Path, bool, list[str]]] = []
-    real_writer = sharded_checkpoint.FileSystemWriter
+    real_writer = dcp_store.FileSystemWriter
 
     def writer(path: Any, *args: Any, **kwargs: Any) -> Any:
         path = Path(path)
         writers.append((path, kwargs.get("overwrite", True), sorted(os.listdir(path))))
         return real_writer(path, *args, **kwargs)
 
-    monkeypatch.setattr(sharded_checkpoint, "FileSystemWriter", writer)
-    first = sharded_checkpoint.commit(
-        sharded_checkpoint.start_save(trainer, folder, log=None), config
-    )
+    monkeypatch.setattr(dcp_store, "FileSystemWriter", writer)
+    first = finish_save(start_save(trainer, folder))
     assert first == folder / "step-000002"
     before = {p.name: p.read_bytes() for p in first.iterdir()}
     inodes = {p.name: p.stat().st_ino for p in first.iterdir()}
@@ -551,12 +453,12 @@ def test_a_save_never_writes_into_an_existing_checkpoint_directory(
     for p in first.iterdir():
         os.link(p, kept / p.name)
 
-    pending = sharded_checkpoint.start_save(trainer, folder, log=None)  # update 2 again
+    pending = start_save(trainer, folder)  # update 2 again
     assert pending.target == first
     assert pending.tmp.parent == folder and pending.tmp != first
     assert re.fullmatch(r"tmp-step-000002-[0-9a-f]{8}", pending.tmp.name)
     assert {p.name: p.read_bytes() for p in first.iterdir()} == before  # DCP wrote beside it
-    second = sharded_checkpoint.commit(pending, config)
+    second = finish_save(pending)
     assert second == first
     verify(second)
     assert {p.name: (kept / p.name).read_bytes() for p in kept.iterdir()} == before
@@ -569,7 +471,8 @@ def test_a_save_never_writes_into_an_existing_checkpoint_directory(
     ] * 2  # each time a fresh, empty directory, and DCP told not to overwrite
 
     # DCP's own lock, the second one: overwrite=False refuses a directory with a checkpoint.
-    state = sharded_checkpoint.tensor_state(trainer)
+    store = dcp_store.DcpStore()
+    state = dcp_store.tensor_part(training_state(trainer, {}, store))
     with pytest.raises((CheckpointException, RuntimeError), match="already exists"):
         dcp.save(state, storage_writer=real_writer(second, overwrite=False))
     verify(second)
@@ -578,7 +481,8 @@ def test_a_save_never_writes_into_an_existing_checkpoint_directory(
     trainer.fit(3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "Detected an existing checkpoint ..., overwriting"
-        dcp.save(sharded_checkpoint.tensor_state(trainer), storage_writer=real_writer(copy))
+        state = dcp_store.tensor_part(training_state(trainer, {}, store))
+        dcp.save(state, storage_writer=real_writer(copy))
     with pytest.raises(CheckpointError, match="the file is damaged or was changed"):
         verify(copy)
 
@@ -604,7 +508,7 @@ def test_a_torchrun_resume_refuses_a_damaged_checkpoint(
         plant(checkpoint, METADATA, pickle.dumps(Payload("Path.touch", marker)))
     else:
         DAMAGES[damage](checkpoint / file, random.Random(f"torchrun {damage}"))
-    code, output = launch(2, resume_args(run_copy), tmp_path / "resume.log")
+    code, output = launch(2, resume_args(run_copy), tmp_path / "resume-logs")
     assert code == 1, output[-3000:]
     assert_not_resumed(run_copy, output)
     assert not marker.exists()
@@ -622,7 +526,7 @@ def test_a_torchrun_resume_refuses_a_damaged_checkpoint(
 PHASE_CONFIG = LabConfig(steps=24, eval_every=2, patience=None)
 PHASE_BASE = 6  # each phase starts from a copy of a run preempted here
 # a resumed run saves an update that was committed but not yet named by last;
-# the same pieces are there already, so the commit keeps them (see same_pieces)
+# the same pieces are there already, so the commit keeps them (see replace_existing)
 REPLACED = "a re-commit that finds its pieces committed already"
 RENAMED = "after the directory rename"
 
@@ -661,18 +565,13 @@ def phase_table() -> dict[str, tuple[Any, str, str, Callable[..., bool]]]:
         "a shard file written, before its fsync": (os, "fsync", "before", fd_of(".distcp")),
         "before .metadata is renamed into place": (os, "rename", "before", named(METADATA, 1)),
         "after .metadata is in place": (os, "rename", "after", named(METADATA, 1)),
-        "after train_state.pt is written": (
-            sharded_checkpoint,
-            "write_synced",
-            "after",
-            named(STATE, 1),
-        ),
-        "before the manifest": (sharded_checkpoint, "write_manifest", "before", always),
-        "after the manifest": (sharded_checkpoint, "write_manifest", "after", always),
+        "after train_state.pt is written": (dcp_store, "write_synced", "after", named(STATE, 1)),
+        "before the manifest": (checkpoint, "write_manifest", "before", always),
+        "after the manifest": (checkpoint, "write_manifest", "after", always),
         "before the directory rename": (os, "rename", "before", committing),
         RENAMED: (os, "rename", "after", committing),
-        REPLACED: (sharded_checkpoint, "same_pieces", "after", always),
-        "after the commit, before it is reread": (sharded_callbacks, "verify", "before", always),
+        REPLACED: (checkpoint, "replace_existing", "after", always),
+        "after the commit, before it is reread": (callbacks, "read_checkpoint", "before", always),
         "before the best pointer swap": (os, "replace", "before", named(BEST, 1)),
         "after the best pointer swap": (os, "replace", "after", named(BEST, 1)),
         "before the last pointer swap": (os, "replace", "before", named(LAST, 1)),
@@ -695,8 +594,12 @@ def phase_table() -> dict[str, tuple[Any, str, str, Callable[..., bool]]]:
 PHASES = list(phase_table())
 # the last pointer still names the previous update when the kill comes before its swap
 BEFORE_LAST_SWAP = PHASES[: PHASES.index("before the last pointer swap") + 1]
-# a save's own temporary directory is still there when the kill comes before its commit
-BEFORE_COMMIT = [*PHASES[: PHASES.index("before the directory rename") + 1], REPLACED]
+# a save's own temporary directory is still there when the kill comes after it was made
+# (rank 0 appends the history log first, then makes it) and before its commit
+BEFORE_COMMIT = [
+    *PHASES[PHASES.index("before DCP writes the pieces") : PHASES.index(RENAMED)],
+    REPLACED,
+]
 
 
 class Armed(Callback):
@@ -850,11 +753,11 @@ class KillCampaign:
         self.tally: Counter[str] = Counter()
         self.problems: list[str] = []
         self.whole = tmp_path / "whole"
-        code, output = launch(2, train_args(self.whole, steps, steps), self.logs / "whole.log")
+        code, output = launch(2, train_args(self.whole, steps, steps), self.logs / "whole")
         assert code == 0, output[-3000:]
 
     def moment(
-        self, lab: Lab, world: int, when: str, rank: int, fraction: float
+        self, lab: Running, world: int, when: str, rank: int, fraction: float
     ) -> tuple[int | None, int | None]:
         """Wait for the moment to kill; return (the victim's pid, last's update just before).
         `starting`: a random moment within STARTING_WINDOW of the workers appearing; `saving`:
@@ -866,7 +769,8 @@ class KillCampaign:
         while lab.proc.poll() is None:
             now = time.monotonic()
             if now - started > TIMEOUT:
-                raise AssertionError(f"no moment to kill within {TIMEOUT} s\n{lab.tail()}")
+                output = (lab.stdout() + lab.stderr())[-3000:]
+                raise AssertionError(f"no moment to kill within {TIMEOUT} s\n{output}")
             workers = lab.workers()
             if len(workers) == world:
                 if when == "starting" and deadline is None:
@@ -887,14 +791,15 @@ class KillCampaign:
         fraction = self.rng.random()
         name = f"kill {n} ({when}, {'rank ' + str(rank) if world > 1 else 'W=1'})"
         args = train_args(self.folder, self.steps, 1)
-        with Lab(world, args, self.logs / f"life-{n:03d}.log") as lab:
+        with Running(lab_command(world, args), logs=self.logs / f"life-{n:03d}") as running:
+            lab = running
             victim, before = self.moment(lab, world, when, rank, fraction)
             if victim is None:
-                self.problems.append(f"{name}: the run ended ({lab.wait()}) before the kill")
+                self.problems.append(f"{name}: the run ended ({lab.wait(TIMEOUT)}) before the kill")
                 return
             os.kill(victim, signal.SIGKILL)
-            code = lab.wait()  # torchrun tears the group down
-            output = lab.output()
+            code = lab.wait(TIMEOUT)  # torchrun tears the group down
+            output = lab.stdout() + lab.stderr()
         self.tally["kills"] += 1
         self.tally[f"victim_{'rank' + str(rank) if world > 1 else 'single_process'}"] += 1
         self.tally[f"when_{when}"] += 1
@@ -921,7 +826,7 @@ class KillCampaign:
     def resume_to_end(self, n: int, name: str, world: int) -> None:
         copy = copy_folder(self.folder, self.scratch / f"{n:03d}")
         args = train_args(copy, self.steps, RESUME_SAVE_EVERY)
-        code, output = launch(world, args, self.logs / f"resume-{n:03d}.log")
+        code, output = launch(world, args, self.logs / f"resume-{n:03d}")
         self.tally[f"resumed_at_w{world}"] += 1
         if code != 0:
             self.problems.append(f"{name}: the resume at W={world} exited {code}\n{output[-2000:]}")

@@ -9,17 +9,15 @@ import json
 import os
 import re
 import signal
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from torchrun import command, lab_env, launch, same_outputs, train
+from torchrun import TIMEOUT, lab_command, launch, same_outputs, train
 
-from resume_lab.distributed_demo import kill_tree
+from resume_lab.launcher import Running
 
 EXIT_PREEMPTED = 75
 # SCALING_RESULTS=path: the cases and outcomes, for the Scaling out page
@@ -198,26 +196,14 @@ def test_sigterm_to_the_torchrun_group_stops_every_rank_at_one_boundary(tmp_path
     whole = uninterrupted(tmp_path, 2, "--steps", "400")
     folder = tmp_path / "signalled"
     args = ["train", "--output-dir", str(folder), "--quiet", *RUN, "--steps", "400"]
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(
-            command(2, args),
-            env=lab_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            start_new_session=True,
-        )
-        try:
-            deadline = time.monotonic() + 120
-            while not (folder / "last").exists():
-                assert time.monotonic() < deadline, "no checkpoint in 120 s"
-                time.sleep(0.1)
-            os.killpg(proc.pid, signal.SIGTERM)  # torchrun's whole group
-            proc.wait(timeout=120)
-        finally:
-            if proc.poll() is None:
-                kill_tree(proc)
-        log.seek(0)
-        err = log.read().decode("utf8", "replace")
+    with Running(lab_command(2, args), logs=tmp_path / "signalled-logs") as running:
+        deadline = time.monotonic() + 120
+        while not (folder / "last").exists():
+            assert time.monotonic() < deadline, "no checkpoint in 120 s"
+            time.sleep(0.1)
+        running.signal(signal.SIGTERM)  # torchrun's whole group
+        running.wait(TIMEOUT)
+        err = running.stderr()
     # torchrun, signalled itself, does not report its ranks' statuses; rank 0
     # says where all of them stopped: a collective save needs every rank at
     # the same update, and its checkpoint holds both ranks' pieces

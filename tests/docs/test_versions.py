@@ -1,19 +1,24 @@
 """The recorded runs on other torch releases (docs/assets/versions/, `make test-versions`).
 
 The runs themselves download gigabytes, so they are not repeated here: these tests check that
-the committed results are complete and agree with what the pages say about versions, and that
-the recorder turns pytest's outcomes into the right verdict per claim.
+the committed results are complete and agree with what the pages say about versions, that the
+claims the Other torch releases page words as version facts were recorded with the proofs the
+pages hold now, and that the recorder turns pytest's outcomes into the right verdict per claim.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import tomllib
 from pathlib import Path
 
 import torch
 
+import versions.__main__ as recorder
 from versions import matrix
 from versions.__main__ import nodes_of, verdict
+from versions.proofs import digest, fence_where, proof_digests
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,19 +54,66 @@ def test_a_claim_said_to_have_changed_since_a_release_fails_there_and_passes_her
     assert not problems, "\n".join(problems)
 
 
-def test_the_corrections_hold_on_every_recorded_release():
-    corrections = [
+def corrections() -> list[dict]:
+    """The entries of the Other torch releases page that it says hold on every release: those
+    proved by a block of that page and not declared as a change (its facts about the records
+    themselves are proved by these tests, which no run records)."""
+    return [
         e
         for e in entries()
         if e["page"].startswith("changes.md#")
+        and str(e.get("proof", "")).startswith("changes.md#")
         and "changed_since" not in e
-        and e["status"] in ("make-test", "make-test-all")  # not this test's own entry
     ]
-    assert corrections
+
+
+def test_every_change_the_page_shows_is_declared_by_its_entry():
+    """The page renders every claim that fails on the oldest release and passes on the pinned
+    one as a change between them: each must say so (`changed_since`), so that its section says
+    what changed, or the proof must stop depending on the release."""
+    installed = torch.__version__.split("+")[0]
+    oldest = matrix.runs()[0]["release"]
+    undeclared = [
+        c["id"] for c in matrix.changed_between(oldest, installed) if "changed_since" not in c
+    ]
+    assert not undeclared, (
+        f"fail on {oldest} and pass on {installed}, with no changed_since: {undeclared}"
+    )
+
+
+def test_the_version_facts_were_recorded_with_the_proofs_on_the_pages_now():
+    """The changes the page declares and the corrections it says hold on every release must have
+    been run as their proofs stand now: after editing one, run `make test-versions` again."""
+    chosen = [e for e in entries() if "changed_since" in e] + corrections()
+    now = proof_digests(chosen)
+    stale = [
+        f"{e['id']} on torch {run['release']}"
+        for run in matrix.runs()
+        for e in chosen
+        if matrix.result(run, e["id"]).get("proof_digest") != now.get(e["id"])
+    ]
+    assert not stale, "proof edited since its recorded run (make test-versions):\n" + "\n".join(
+        stale
+    )
+
+
+def test_a_proofs_digest_follows_its_text_and_a_failing_line_is_named_by_its_fence():
+    assert digest(["a", "b"]) == digest(["a", "b"]) != digest(["a", "b "])
+    fences = [("x.md", "first", 10), ("x.md", None, 30), ("x.md", "later", 50)]
+    assert fence_where("docs/x.md:18", fences) == "x.md#first, line 8 of the block"
+    assert fence_where("docs/x.md:55", fences) == "x.md#later, line 5 of the block"
+    assert fence_where("docs/x.md:35", fences) == "docs/x.md:35"  # a fence without an id
+    assert fence_where("docs/x.md:5", fences) == "docs/x.md:5"
+    assert fence_where("tests/t.py::test_x", fences) == "tests/t.py::test_x"
+
+
+def test_the_corrections_hold_on_every_recorded_release():
+    chosen = corrections()
+    assert chosen
     problems = [
         f"{e['id']} on torch {run['release']}: {matrix.result(run, e['id'])}"
         for run in matrix.runs()
-        for e in corrections
+        for e in chosen
         if matrix.result(run, e["id"])["result"] != "passed"
     ]
     assert not problems, "\n".join(problems)
@@ -71,6 +123,90 @@ def test_every_proved_claim_passes_on_the_installed_release_as_recorded():
     run = matrix.run_of(torch.__version__)
     failed = [e["id"] for e in entries() if matrix.result(run, e["id"])["result"] == "failed"]
     assert not failed, f"recorded as failing on the pinned torch: {failed}"
+
+
+def test_a_run_is_a_plain_pytest_of_the_pages_and_of_every_test_proof(tmp_path, monkeypatch):
+    """What `make test-versions` runs in each environment: the pages and every test file a proof
+    names, under the markers a plain `pytest` uses (pyproject.toml), but not the tests of these
+    records; and what it keeps of the moment it began."""
+    ran: list[list[str]] = []
+
+    def run(command, **options):
+        ran.append(command)
+        return subprocess.CompletedProcess(command, 0, "1 passed", "")
+
+    monkeypatch.setattr(recorder.subprocess, "run", run)
+    monkeypatch.setattr(recorder, "git", lambda *words: "" if "status" in words else "c0ffee")
+    raw = tmp_path / "versions-x.jsonl"
+    recorder.run_pytest(Path("python"), raw)
+    (command,) = ran
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text("utf8"))["tool"]["pytest"]
+    plain = addopts["ini_options"]["addopts"]
+    assert command[command.index("-m", 3) + 1] == plain[plain.index("-m") + 1] == recorder.MARKERS
+    files = {str(e["proof"]).partition("::")[0] for e in entries() if recorder.is_test(e)}
+    assert "docs" in command and set(command) & files == files - {recorder.OF_THE_RECORD}
+    began = json.loads(raw.with_suffix(".run.json").read_text("utf8"))
+    assert began["commit"] == "c0ffee" and began["uncommitted_changes"] is False
+    assert began["started"][:4].isdigit() and set(began["proofs"]) == {
+        e["id"] for e in entries() if "proof" in e
+    }
+
+
+def test_every_release_runs_with_the_other_pins_of_the_project():
+    pins = recorder.other_pins()
+    assert not any(p.startswith("torch==") for p in pins)
+    assert {p.split("==")[0] for p in pins} >= {"numpy", "safetensors"}
+    assert set(pins) < set((ROOT / "requirements.txt").read_text("utf8").splitlines())
+
+
+def test_the_record_keeps_when_the_run_began_its_commit_and_each_proofs_digest(
+    tmp_path, monkeypatch
+):
+    raw = tmp_path / "versions-x.jsonl"
+    failing = {"node": "docs/x.md::[CodeFence#1][line:3]", "when": "call", "outcome": "failed"}
+    failing |= {"where": "docs/x.md:7", "message": "AssertionError"}
+    raw.write_text(json.dumps(failing) + "\n", "utf8")
+    raw.with_suffix(".fences.json").write_text(json.dumps([["x.md", "bad", 3]]), "utf8")
+    began = {"started": "2031-02-03T04:05:06+00:00", "commit": "c0ffee"}
+    began |= {"uncommitted_changes": False, "proofs": {"b": "d1"}}
+    raw.with_suffix(".run.json").write_text(json.dumps(began), "utf8")
+    monkeypatch.setattr(recorder, "RESULTS", tmp_path)
+    monkeypatch.setattr(recorder, "describe", lambda python: {"torch": "9.9.9", "python": "3"})
+    ledger = [{"id": "b", "status": "make-test", "proof": "x.md#bad"}]
+    monkeypatch.setattr(recorder, "ledger", lambda: ledger)
+    written = json.loads(recorder.record("installed", raw, "1 failed").read_text("utf8"))
+    assert (written["date"], written["commit"]) == ("2031-02-03", "c0ffee")
+    assert written["claims"]["b"] == {
+        "result": "failed",
+        "where": "x.md#bad, line 4 of the block",
+        "message": "AssertionError",
+        "proof_digest": "d1",
+    }
+
+
+def test_the_pages_figures_come_from_the_runs(monkeypatch):
+    def run(release: str, **claims: dict) -> dict:
+        return {"release": release, "torch": release, "date": "d", "commit": "c0ffee" * 3,
+                "claims": claims}  # fmt: skip
+
+    slow = {"result": "not run", "message": "in the slow or full tier"}
+    runs = [
+        run("2.8.0", a={"result": "failed"}, b={"result": "passed", "proof_digest": "old"}, c=slow),
+        run(
+            "2.13.0", a={"result": "passed"}, b={"result": "passed", "proof_digest": "old"}, c=slow
+        ),
+    ]
+    monkeypatch.setattr(matrix, "runs", lambda: runs)
+    monkeypatch.setattr(matrix, "claims", lambda: [{"id": i} for i in "abc"])
+    monkeypatch.setattr(matrix, "proof_digests", lambda claims: {"b": "new"})
+    assert [c["id"] for c in matrix.changed_between("2.8.0", "2.13.0")] == ["a"]
+    assert matrix.failing_on("2.13.0") == []
+    assert matrix.not_run() == "1 in the slow or full tier"
+    assert [c["id"] for c in matrix.edited_since()] == ["b"]
+    assert matrix.edited_sentence().startswith("The proofs of 1 claims have been edited since")
+    assert matrix.commits() == "`c0ffeec0ffee`"
+    monkeypatch.setattr(matrix, "proof_digests", lambda claims: {"b": "old"})
+    assert matrix.edited_sentence() == "Every proof is still the one the runs recorded."
 
 
 def test_the_recorder_gives_each_claim_the_verdict_of_its_proof(tmp_path):
@@ -94,6 +230,8 @@ def test_the_recorder_gives_each_claim_the_verdict_of_its_proof(tmp_path):
         "where": "docs/x.md:12",
         "message": "AssertionError: 1 != 2",
     }
+    at = [("x.md", "good", 3), ("x.md", "bad", 9)]
+    assert verdict(bad, nodes_of(bad, fences, rows), at)["where"] == "x.md#bad, line 3 of the block"
     assert verdict(slow, nodes_of(slow, fences, rows))["result"] == "not run"
     assert verdict(stated, []) == {"result": "stated"}
 

@@ -15,7 +15,7 @@ from torchrun import same_outputs
 
 from resume_lab import distributed_demo
 from resume_lab.cli import EXIT_OK, EXIT_USAGE, main
-from resume_lab.distributed_demo import LaunchError, launch
+from resume_lab.launcher import LaunchError, launch
 
 
 def run(argv: list[str], capsys) -> tuple[int, str, str]:
@@ -101,7 +101,7 @@ def test_the_demo_at_two_ranks_passes_end_to_end(tmp_path: Path, capsys):
     # five launches, each said in one line as it ends; B's first is the expected stop
     launched = [line for line in err.splitlines() if line.startswith("[demo] ")]
     assert len(launched) == 5, err
-    assert "--stop-after 12: exit 1 (as asked: every rank exited 75)" in launched[1], err
+    assert "--stop-after 12: exit 1 (as asked: stopped, last at update 12)" in launched[1], err
 
     report = json.loads((tmp_path / "report.json").read_text("utf8"))
     assert report["resumed_at"] == {"B": 12, "B1": 12, "C": 12}

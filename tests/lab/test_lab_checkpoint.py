@@ -396,3 +396,42 @@ def test_an_identical_recommit_keeps_the_existing_directory(tmp_path: Path):
     assert sorted(os.listdir(tmp_path)) == ["step-000003"]
     run_folder.clean_start(tmp_path)  # nothing left to clean
     assert sorted(os.listdir(tmp_path)) == ["step-000003"]
+
+
+def test_a_replaced_checkpoint_is_swapped_in_one_step_so_best_never_dangles(
+    tmp_path: Path, monkeypatch
+):
+    first = save(tmp_path)
+    point(tmp_path, BEST, first)  # a best that names the step being replaced
+    seen = []
+    real_exchange = checkpoint.exchange
+
+    def exchange_then_die(a: Path, b: Path) -> bool:
+        assert real_exchange(a, b)  # this machine (Linux) exchanges atomically
+        seen.append(verify(tmp_path / BEST)["files"])  # best names a whole checkpoint
+        raise KeyboardInterrupt  # a kill right after the swap
+
+    monkeypatch.setattr(checkpoint, "exchange", exchange_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        save(tmp_path, {**STATE, "weights": torch.zeros(1000)})
+    assert seen and torch.equal(load_checkpoint(tmp_path / BEST)[0]["weights"], torch.zeros(1000))
+    clean_start(tmp_path)  # the replaced directory, if a kill left it under a temporary name
+    assert sorted(os.listdir(tmp_path)) == [BEST, "step-000003"]
+
+
+def test_without_an_atomic_exchange_a_replace_takes_two_renames(tmp_path: Path, monkeypatch):
+    save(tmp_path)
+    monkeypatch.setattr(checkpoint, "exchange", lambda a, b: False)
+    changed = save(tmp_path, {**STATE, "weights": torch.zeros(1000)})
+    assert torch.equal(load_checkpoint(changed)[0]["weights"], torch.zeros(1000))
+    assert sorted(os.listdir(tmp_path)) == ["step-000003"]
+
+
+def test_exchange_swaps_two_directories(tmp_path: Path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "from-a").touch()
+    assert atomic.exchange(tmp_path / "a", tmp_path / "b")
+    assert os.listdir(tmp_path / "b") == ["from-a"] and os.listdir(tmp_path / "a") == []
+    with pytest.raises(FileNotFoundError):
+        atomic.exchange(tmp_path / "a", tmp_path / "missing")

@@ -15,13 +15,9 @@ import pytest
 import torch
 
 from resume_lab.cli import main
+from resume_lab.compare import first_divergent_step, tensors_equal
 from resume_lab.config import LabConfig
-from resume_lab.experiment import (
-    first_divergent_step,
-    run_interrupted,
-    run_uninterrupted,
-    tensors_equal,
-)
+from resume_lab.experiment import run_interrupted, run_uninterrupted
 from resume_lab.loop import DETERMINISTIC_FIELDS
 from resume_lab.model import NUM_PARAMETERS
 from resume_lab.outputs import read_history

@@ -13,9 +13,9 @@ from resume_lab import state_keys as keys
 from resume_lab.build import build_trainer
 from resume_lab.callbacks import Callback, Checkpoint, EarlyStopping, StopAfter, TimeBudget
 from resume_lab.checkpoint import CheckpointError, load_checkpoint, verify
+from resume_lab.compare import tensors_equal
 from resume_lab.config import LabConfig
 from resume_lab.events import COMPLETED, EARLY_STOPPING, SIGNAL, STOP_AFTER, TIME_BUDGET
-from resume_lab.experiment import tensors_equal
 from resume_lab.history_log import HISTORY_LOG, TIMING_LOG
 from resume_lab.resume import ConfigMismatchError, resume, save_training
 from resume_lab.run_folder import BEST, LAST, pointed
@@ -117,6 +117,22 @@ def test_checkpoint_callback_keeps_last_n_and_best(tmp_path: Path):
     assert verify(tmp_path / LAST)["step"] == 30
     best_state, _ = load_checkpoint(tmp_path / BEST)
     assert best_state[keys.STEP] == best["step"]
+
+
+def test_a_save_for_a_new_best_alone_moves_last_too(tmp_path: Path):
+    """`last` names the newest checkpoint: a kill after a best-only save resumes from it."""
+    config = LabConfig(steps=7, eval_every=5, patience=None)
+    saver = Checkpoint(tmp_path, every=10)
+    build_trainer(config, init_seed=0, callbacks=[saver, StopAfter(6)]).fit(config.steps)
+    assert saver.best_step == 5  # the first evaluation is a new best, off the schedule
+    assert pointed(tmp_path, BEST) == tmp_path / "step-000005"
+    assert verify(tmp_path / LAST)["step"] == 6  # the end of fit saved again
+
+
+@pytest.mark.parametrize("every, keep", [(10, 0), (0, 3), (-1, 1)])
+def test_checkpoint_refuses_a_cadence_or_keep_below_one(tmp_path: Path, every, keep):
+    with pytest.raises(ValueError, match="both must be 1 or more"):
+        Checkpoint(tmp_path, every=every, keep=keep)
 
 
 def test_best_moves_before_last(tmp_path: Path, monkeypatch):
@@ -249,7 +265,7 @@ def test_signal_stops_at_the_next_boundary_and_saves(tmp_path: Path, signum, cap
 def test_data_order_from_an_argument_breaks_the_resume(tmp_path: Path):
     """The course's first bug: the resumed run took its shuffle seed from its own (seed + 1)
     argument. Everything else exact, the losses part at the first update after the kill."""
-    from resume_lab.experiment import first_divergent_step
+    from resume_lab.compare import first_divergent_step
 
     config = LabConfig(seed=0, steps=30)
     a = build_trainer(config, init_seed=0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import io
 import json
 import math
@@ -50,6 +51,7 @@ from resume_lab.atomic import atomic_write_bytes
 # Seeds the defaults do not use. --save-every is no option a folder must be resumed with.
 OPTIONS = {"--steps": "150", "--accum": "3", "--seed": "5", "--save-every": "5"}
 SAVE_EVERY = int(OPTIONS["--save-every"])
+KILLED_AFTER = "after an update, before its save"
 
 # Every run here is a real process (forked, or started), killed or run to its end: that is a
 # `make test-all` check (heavy: page_fences/tiers.py); the file's own checks stay in `make test`.
@@ -230,7 +232,7 @@ def test_killed_after_updates_resumes_bitwise(recipe, reference, tmp_path: Path)
     run, logs = tmp_path / "run", tmp_path / "logs"
     stop = reference.progress["update"]
     for update in (17, 36, 93, stop):
-        killed(recipe, run, logs, Kill("after an update, before its save", update))
+        killed(recipe, run, logs, Kill(KILLED_AFTER, update))
         progress = verify(run)
         assert progress is not None
         assert progress["update"] == (update - 1) // SAVE_EVERY * SAVE_EVERY
@@ -280,6 +282,65 @@ def test_a_kill_between_the_pointer_swaps_keeps_the_best_checkpoint(recipe, refe
     rerun(recipe, run, logs, reference)
     assert (run / "best").read_text() == best
     assert (run / best).is_dir()
+
+
+def test_save_every_may_change_from_one_run_of_a_folder_to_the_next(recipe, reference, tmp_path):
+    """recipe.md: `--save-every` may change from one run of a folder to the next. Killed with
+    --save-every 5, resumed with 7 and killed again, then resumed with 3 to the end: bitwise."""
+    run, logs = tmp_path / "run", tmp_path / "logs"
+    for every, update, latest in (("5", 17, 15), ("7", 40, 35)):
+        done = fork_run(recipe, argv(run, save_every=every), logs, Kill(KILLED_AFTER, update))
+        assert done.code == -signal.SIGKILL, done.err
+        progress = verify(run)
+        assert progress is not None and progress["update"] == latest
+    done = fork_run(recipe, argv(run, save_every="3"), logs)
+    assert done.code == 0, done.err
+    assert done.lines[0] == f"resumed from {run}/step-000035 at update 35"
+    assert_bitwise(run / "final.pt", reference.weights)
+
+
+# recipe.md, "New state in the checkpoint": a counter of your own, added where the page says.
+COUNTER_EDITS = [
+    (  # the counter, beside the progress dict
+        '                         "stopped": False}  # fmt: skip\n',
+        '                         "stopped": False}  # fmt: skip\n    seen = {"windows": 0}\n',
+    ),
+    (  # into the dict that checkpoint() saves
+        '                 "rng": capture_rng()}  # fmt: skip\n',
+        '                 "rng": capture_rng(), "seen": seen}  # fmt: skip\n',
+    ),
+    (  # back out where train resumes
+        '        s = state["progress"]\n',
+        '        s, seen = state["progress"], state["seen"]\n',
+    ),
+    ('        s["update"] += 1\n', '        s["update"] += 1\n        seen["windows"] += 1\n'),
+]
+
+
+def test_new_state_in_the_checkpoint_needs_only_the_edits_the_page_names(reference, tmp_path):
+    """A counter added to `checkpoint()`'s dict and read back where `train` resumes, and no
+    other edit (load_checkpoint asks for STATE_KEYS and accepts more): killed and rerun, the
+    counter comes back, and the run still ends bitwise equal to the unedited recipe's."""
+    source = RECIPE.read_text("utf8")
+    for old, new in COUNTER_EDITS:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    edited = tmp_path / "recipe_with_a_counter.py"
+    edited.write_text(source, "utf8")
+    spec = importlib.util.spec_from_file_location("recipe_with_a_counter", edited)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    run, logs = tmp_path / "run", tmp_path / "logs"
+    done = fork_run(module, argv(run), logs, Kill(KILLED_AFTER, 17))
+    assert done.code == -signal.SIGKILL, done.err
+    done = fork_run(module, argv(run), logs)
+    assert done.code == 0, done.err
+    assert done.lines[0] == f"resumed from {run}/step-000015 at update 15"
+    folder = run / (run / "latest").read_text()
+    state = torch.load(folder / "state.pt", weights_only=True)
+    assert state["seen"] == {"windows": state["progress"]["update"]}  # 15 came back
+    assert_bitwise(run / "final.pt", reference.weights)
 
 
 # --- refusals -----------------------------------------------------------------------------------
@@ -436,14 +497,30 @@ def test_bad_options_exit_2_in_one_line(recipe, tmp_path: Path, case: str):
 TIMEOUT_REAL = 120
 ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}
 SIGKILL_AFTER, SIGTERM_AFTER = 16, 37  # lines printed before the signal
+# `python -c DISK_FULL_AT_10 snippets/recipe.py ARGV`: the recipe, run as its own `__main__`
+# would run it, but every write into the save of update 10 fails as a full disk does.
+DISK_FULL_AT_10 = """\
+import errno, importlib.util, os, sys
+spec = importlib.util.spec_from_file_location("recipe", sys.argv[1])
+recipe = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(recipe)
+write_synced = recipe.write_synced
+def full(path, data):
+    if path.parent.name == "tmp-step-000010":
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    write_synced(path, data)
+recipe.write_synced = full
+sys.exit(recipe.main(sys.argv[2:]))
+"""
 
 
 @dataclass
 class Real:
-    """The four real processes of the quick tier, started together (see the fixture)."""
+    """The five real processes of the quick tier, started together (see the fixture)."""
 
     bad_options: subprocess.Popen[str]
     forged: subprocess.Popen[str]
+    full_disk: subprocess.Popen[str]
     sigkill: HeldBack
     sigterm: HeldBack
     folder: Path
@@ -456,13 +533,17 @@ def real(
     folder = tmp_path_factory.mktemp("real")
     forged, _ = damaged(saved, folder / "forged", "a forged pickle, its SHA-256 in the manifest")
 
-    def start(name: str, args: list[str]) -> subprocess.Popen[str]:
+    def start(
+        name: str, args: list[str], program: list[str] | None = None
+    ) -> subprocess.Popen[str]:
         options: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-        return subprocess.Popen(command(args), text=True, env=ONE_THREAD, **options)
+        words = [*program, *args] if program else command(args)
+        return subprocess.Popen(words, text=True, env=ONE_THREAD, **options)
 
     processes = Real(
         start("bad", argv(folder / "bad" / "run", steps="x")),
         start("forged", argv(forged)),
+        start("full", argv(folder / "full"), [sys.executable, "-c", DISK_FULL_AT_10, str(RECIPE)]),
         HeldBack(
             argv(folder / "sigkill"),
             reference.allowed(SIGKILL_AFTER),
@@ -478,7 +559,7 @@ def real(
         folder,
     )
     yield processes
-    for process in (processes.bad_options, processes.forged):
+    for process in (processes.bad_options, processes.forged, processes.full_disk):
         if process.poll() is None:
             process.kill()
         process.communicate()
@@ -511,6 +592,22 @@ def test_a_real_process_never_runs_a_forged_pickle(real: Real):
     path = run / (run / "latest").read_text() / "state.pt"
     assert one_line(err) == f"recipe.py: refused {path}: {UNPICKLE}\n"
     assert not (real.folder / "forged" / "marker").exists()
+
+
+@FORKS_RUNS
+def test_a_real_process_ends_with_a_traceback_and_exit_1_on_a_full_disk(real: Real):
+    """recipe.md: an error it does not expect ends the run with Python's traceback and exit
+    code 1. The save of update 10 meets a full disk; the one of update 5 is `latest` still."""
+    out, err = real.full_disk.communicate(timeout=TIMEOUT_REAL)
+    assert real.full_disk.returncode == 1, err
+    assert err.startswith("Traceback (most recent call last):\n"), err
+    assert err.endswith(
+        "OSError: [Errno 28] No space left on device: "
+        f"'{real.folder / 'full' / 'tmp-step-000010' / 'state.pt'}'\n"
+    ), err
+    assert out.splitlines()[-1].startswith("update 10 ")
+    progress = verify(real.folder / "full")
+    assert progress is not None and progress["update"] == 5
 
 
 @FORKS_RUNS

@@ -28,8 +28,8 @@ from resume_lab import state_keys as keys
 from resume_lab.build import build_trainer
 from resume_lab.callbacks import Callback
 from resume_lab.cli import EXIT_OK, EXIT_PREEMPTED, main
+from resume_lab.compare import first_divergent_step, tensors_equal
 from resume_lab.config import LabConfig
-from resume_lab.experiment import first_divergent_step, tensors_equal
 from resume_lab.history_log import HISTORY_LOG, HistoryLog
 from resume_lab.resume import resume, save_training
 from resume_lab.run_folder import LAST, checkpoint_name

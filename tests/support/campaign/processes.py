@@ -82,7 +82,7 @@ PHASES = (
 def arm(phase: str, trainer: Any, after: int) -> None:
     """In a forked child only: SIGKILL this process at `phase` of the first save at update
     `after` or later. The lab's functions are wrapped in this process, never edited."""
-    from resume_lab import checkpoint, history_log
+    from resume_lab import checkpoint, file_store, history_log
 
     def die() -> None:
         send({"phase": phase, "step": trainer.step})
@@ -126,7 +126,7 @@ def arm(phase: str, trainer: Any, after: int) -> None:
 
     table = {
         PHASES[0]: (history_log.HistoryLog, "sync", "after", always),
-        PHASES[1]: (checkpoint, "write_synced", "after", named(STATE_FILE, 1)),
+        PHASES[1]: (file_store, "write_synced", "after", named(STATE_FILE, 1)),
         PHASES[2]: (checkpoint, "write_manifest", "before", always),
         PHASES[3]: (checkpoint, "write_manifest", "after", always),
         PHASES[4]: (os, "rename", "before", committing),
@@ -254,22 +254,23 @@ class Zygote:
             raise RuntimeError(f"the zygote exited; see {self.log.name}")
         return json.loads(line) if line.startswith("{") else line
 
-    def expect(self, *wanted: str, timeout: float = 60) -> Any:
+    def expect(self, *wanted: str, timeout: float = 60, keep: bool = False) -> Any:
         """The next message with one of the keys `wanted` (or a text line containing one); the
-        others wait in `inbox`, in order, for drain()."""
+        others wait in `inbox`, in order, for drain(). `keep`: it waits there too."""
 
         def matches(message: Any) -> bool:
             return any(w in message for w in wanted)
 
         for i, message in enumerate(self.inbox):
             if matches(message):
-                return self.inbox.pop(i)
+                return self.inbox[i] if keep else self.inbox.pop(i)
         deadline = time.monotonic() + timeout
         while True:
             message = self._next(deadline)
+            if keep or not matches(message):
+                self.inbox.append(message)
             if matches(message):
                 return message
-            self.inbox.append(message)
 
     def drain(self) -> list[Any]:
         messages, self.inbox = self.inbox, []

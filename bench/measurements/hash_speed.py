@@ -18,8 +18,8 @@ import torch
 
 from resume_lab.hashing import HASHES, file_digest, new_hasher
 
-from .common import medians, side_by_side
-from .plan import Plan
+from ..plan import Plan
+from ..timing import medians, side_by_side
 from .save_speed import make_state
 
 THREADED = "memory_blake3_threads"

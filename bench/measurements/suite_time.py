@@ -15,9 +15,9 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from . import provenance
-from .common import ROOT
-from .plan import Plan
+from .. import provenance
+from ..launch import ROOT
+from ..plan import Plan
 
 CONTRACT_TESTS = "tests/lab/test_lab_contract.py"
 # Why the suite was not measured: it is measured last, or a quick run would run its own test.

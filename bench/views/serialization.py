@@ -1,13 +1,56 @@
-"""The safetensors page's table and sentences, from serialization.json (derived by metrics.py).
+"""The view of serialization.json: the safetensors page's table, sentences and figure.
 
-The sentences that compare torch.save with safetensors name a winner at a size only when that
-size's runs separate (verdicts.compare); elsewhere they say the two were within noise."""
+`view(results)` is the stored results with each size's label, ratios (torch's median over
+safetensors') and comparisons added, and the page's table and sentences. The sentences that
+compare torch.save with safetensors name a winner at a size only when that size's runs separate
+(timing.compare); elsewhere they say the two were within noise. `plot` draws the page's figure
+from the same results (bench/__main__.py calls it when it writes them).
+"""
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
 from typing import Any
 
-from .fmt import fmt_ratio, fmt_time, listing
+from .. import provenance
+from ..plan import MIB
+from ..timing import compare, fmt_time
+
+
+def view(results: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(results)
+    for size in out["sizes"].values():
+        size["label"] = binary_size(size["raw_bytes"])
+        for op in ("save", "eager_load", "lazy_open"):
+            part = size[op]
+            part["ratio"] = part["median_s"]["torch"] / part["median_s"]["safetensors"]
+            part["compare"] = compare(part["runs_s"], "torch", "safetensors")
+        one = size["one_tensor"]
+        one["ratio"] = one["median_s"]["torch_mmap"] / one["median_s"]["safetensors"]
+        one["ratio_full"] = one["median_s"]["torch_full"] / one["median_s"]["safetensors"]
+        one["compare"] = compare(one["runs_s"], "safetensors", "torch_full")
+    method = f"median of {results['plan']['serialization_repeats']} runs"
+    out["provenance"] = provenance.worded(results["provenance"], method)
+    out["headline"] = headline(out["sizes"])
+    out["table_md"] = table_md(out["sizes"])
+    return out
+
+
+def binary_size(n: int) -> str:
+    """1 MiB, 1 GiB, 64 KiB: the sizes, as the page names them."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} B"
+
+
+def fmt_ratio(ratio: float) -> str:
+    return f"{ratio:.2f}×" if ratio < 10 else f"{ratio:.0f}×"
+
+
+def listing(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def table_md(sizes: dict[str, dict[str, Any]]) -> str:
@@ -109,3 +152,78 @@ def headline(sizes: dict[str, dict[str, Any]]) -> dict[str, str]:
         "one_mmap_ratio_largest": fmt_ratio(largest["one_tensor"]["ratio"]),
         "one_full_ratio_largest": fmt_ratio(largest["one_tensor"]["ratio_full"]),
     }
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    """The page's figure: median times against size, bars from the fastest to the slowest run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = list(results["sizes"].values())
+    mib = [r["raw_bytes"] / MIB for r in sizes]
+    tick_labels = [binary_size(r["raw_bytes"]) for r in sizes]
+    panels = (
+        ("save", "Save", {"torch": "torch.save", "safetensors": "save_file"}),
+        (
+            "eager_load",
+            "Eager full load",
+            {"torch": "torch.load", "safetensors": 'load_file(backend="pread")'},
+        ),
+        (
+            "lazy_open",
+            "Lazy open (nothing read yet)",
+            {"torch": "torch.load(mmap=True)", "safetensors": "load_file (mmap)"},
+        ),
+        (
+            "one_tensor",
+            f"One tensor of {sizes[0]['tensors']}, copied into memory",
+            {
+                "torch_full": "full torch.load, pick one",
+                "torch_mmap": "torch.load(mmap=True)[name].clone()",
+                "safetensors": 'safe_open(backend="pread").get_tensor(name)',
+            },
+        ),
+    )
+    colours = {"torch": "#ee4c2c", "torch_mmap": "#ee4c2c", "torch_full": "#8c2d19"}
+    styles = {"torch_full": ":", "torch_mmap": "--"}
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), sharey=True, constrained_layout=True)
+    for ax, (op, title, labels) in zip(axes.flat, panels, strict=True):
+        for variant, label in labels.items():
+            ms = [r[op]["median_s"][variant] * 1e3 for r in sizes]
+            runs = [[t * 1e3 for t in r[op]["runs_s"][variant]] for r in sizes]
+            spread = [
+                [m - min(rs) for m, rs in zip(ms, runs, strict=True)],
+                [max(rs) - m for m, rs in zip(ms, runs, strict=True)],
+            ]
+            ax.errorbar(
+                mib,
+                ms,
+                yerr=spread,
+                marker="o",
+                capsize=3,
+                color=colours.get(variant, "#1f77b4"),
+                linestyle=styles.get(variant, "-"),
+                label=label,
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(mib, tick_labels)
+        ax.set_title(title)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+    for ax in axes[1]:
+        ax.set_xlabel("state dict size (float32)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("time (ms, log scale): median, bars min to max")
+    prov = results["provenance"]
+    fig.suptitle(
+        f"torch.save vs safetensors, {prov['started'][:10]}: {prov['machine']['cpu']}, "
+        f"{prov['machine']['cores']} cores; torch {prov['versions']['torch']}, "
+        f"safetensors {prov['versions']['safetensors']}; "
+        f"{results['plan']['serialization_repeats']} runs each",
+        fontsize=10,
+    )
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)

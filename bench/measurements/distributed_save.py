@@ -1,6 +1,9 @@
-"""The DCP save worker of bench/distributed.py, one process per rank under torchrun (gloo, CPU).
+"""A DCP checkpoint save over gloo ranks against one process saving the same bytes.
 
-    torchrun --standalone --nproc-per-node 2 -m bench.distributed_save \
+`measure(plan)` launches this module's worker, `main`, one process per rank under torchrun
+(bench/launch.py: gloo, CPU, OMP_NUM_THREADS=1, one torch thread, under a timeout):
+
+    torchrun --standalone --nproc-per-node 2 -m bench.measurements.distributed_save \
         --out RESULT.json --scratch DIR --size mb_10=10000000 --repeats 7 [--sync-before-save]
 
 Per size, the same state as save_speed.py's (16 float32 tensors adding up to the size, and a
@@ -27,12 +30,13 @@ to --out; the process group is left the way that does not hang (barrier, gc, des
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import os
 import shutil
+import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +49,10 @@ from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 
 from resume_lab.checkpoint import STATE_FILE, save_checkpoint, verify
 
+from .. import provenance
+from ..launch import launch
+from ..plan import Plan
+from ..timing import medians, self_timed, side_by_side
 from .save_speed import fsync_file, make_state
 
 VARIANTS = ("floor", "save_checkpoint", "dcp_save", "dcp_async")
@@ -179,35 +187,8 @@ class Sizes:
         return found
 
 
-def side_by_side(
-    sizes: Sizes, repeats: int, sync: bool, timed: Callable[[str], dict[str, float]]
-) -> dict[str, list[float]]:
-    for variant in VARIANTS:  # untimed warm-up
-        sizes.clean(sync)
-        timed(variant)
-    runs: dict[str, list[float]] = {}
-    for r in range(repeats):
-        for variant in VARIANTS if r % 2 == 0 else VARIANTS[::-1]:
-            sizes.clean(sync)
-            for name, seconds in timed(variant).items():
-                runs.setdefault(name, []).append(seconds)
-    sizes.clean(sync=False)
-    return runs
-
-
-def timed_without_gc(sizes: Sizes) -> Callable[[str], dict[str, float]]:
-    def timed(variant: str) -> dict[str, float]:
-        gc.disable()
-        try:
-            return sizes.run(variant)
-        finally:
-            gc.enable()
-
-    return timed
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.distributed_save")
+    parser = argparse.ArgumentParser(prog="python -m bench.measurements.distributed_save")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--scratch", type=Path, required=True)
     parser.add_argument("--size", action="append", required=True, help="KEY=BYTES")
@@ -224,7 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         key, _, total = spec.partition("=")
         sizes = Sizes(key, int(total), args.scratch, mesh, group)
         found = sizes.check()
-        runs = side_by_side(sizes, args.repeats, args.sync_before_save, timed_without_gc(sizes))
+        runs = side_by_side(
+            {variant: functools.partial(sizes.run, variant) for variant in VARIANTS},
+            args.repeats,
+            before=functools.partial(sizes.clean, args.sync_before_save),
+            clock=self_timed,  # each rank's time after a barrier; a collective's, the slowest
+        )
+        sizes.clean(sync=False)
         results[key] = {"state_bytes": int(total), "tensors": len(sizes.shards["model"])}
         results[key] |= found | {"staged_copy_checked": True, "runs_s": runs}
         del sizes
@@ -237,6 +224,30 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     dist.destroy_process_group()
     return 0
+
+
+def measure(plan: Plan) -> dict[str, Any]:
+    """Launch the ranks; their runs per size, with each variant's median."""
+    with tempfile.TemporaryDirectory(prefix="bench-distributed-save-") as folder:
+        scratch = Path(folder)
+        out = scratch / "save.json"
+        args = ["--out", str(out), "--scratch", str(scratch)]
+        args += ["--repeats", str(plan.distributed_save_repeats)]
+        args += [f"--size={key}={total}" for key, total in plan.distributed_save_sizes]
+        args += ["--sync-before-save"] if plan.distributed_sync_before_save else []
+        load = provenance.load_average()
+        module = "bench.measurements.distributed_save"
+        wall = launch(plan.distributed_save_world, module, args, plan.distributed_timeout_s)
+        found = json.loads(out.read_text("utf8"))
+    for size in found["sizes"].values():
+        size["median_s"] = medians(size["runs_s"])
+    return found | {
+        "repeats": plan.distributed_save_repeats,
+        "sync_before_save": plan.distributed_sync_before_save,
+        "launch_s": wall,
+        "load_average_start": load,
+        "load_average_end": provenance.load_average(),
+    }
 
 
 if __name__ == "__main__":

@@ -29,8 +29,8 @@ from resume_lab.data import make_blobs
 from resume_lab.evaluate import evaluate
 from resume_lab.progress import Progress
 
-from .common import medians
-from .plan import Plan
+from ..plan import Plan
+from ..timing import medians
 
 
 class UpdateClock(Callback):
@@ -175,6 +175,9 @@ def measure(plan: Plan) -> dict[str, Any]:
                     wall["bare"].append(seconds["wall"])
                     cpu["bare"].append(seconds["cpu"])
 
+            # timing.side_by_side's order (a warm-up each, then interleaved, alternating who
+            # goes first), but not its clock: these variants read two clocks, wall and CPU,
+            # inside the loop, and keep the garbage collector on, as training does.
             variants = [trainer_variant, bare_variant]
             for variant in variants:
                 variant(record=False)  # warm-up

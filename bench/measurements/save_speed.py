@@ -27,8 +27,8 @@ import torch
 from resume_lab.checkpoint import MANIFEST, STATE_FILE, save_checkpoint
 from resume_lab.hashing import DEFAULT_HASH, HASHES, HashingWriter
 
-from .common import medians, side_by_side
-from .plan import Plan
+from ..plan import Plan
+from ..timing import medians, side_by_side
 
 FLOOR = "floor"
 INLINE = "inline"  # the default algorithm, helper thread off

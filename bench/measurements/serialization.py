@@ -14,7 +14,8 @@ reported, and ratios are ratios of those medians. Like is compared with like onl
 
 Files are written under a temporary folder and read right after being written, so loads are
 served from the page cache (memory), not from the disk. Saves are timed without fsync, so they
-measure serialization and the copy into the page cache.
+measure serialization and the copy into the page cache. The page's figure is drawn from the
+results by their view (bench/views/serialization.py).
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from .common import medians, side_by_side
-from .metrics import binary_size
-from .plan import MIB, Plan
+from ..plan import Plan
+from ..timing import medians, side_by_side
 
 
 def measure(plan: Plan) -> dict[str, Any]:
@@ -140,78 +140,3 @@ def measure_size(
         "lazy_open": summarize(lazy),
         "one_tensor": summarize(one),
     }
-
-
-def plot(results: dict[str, Any], path: Path) -> None:
-    """The page's figure: median times against size, bars from the fastest to the slowest run."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sizes = list(results["sizes"].values())
-    mib = [r["raw_bytes"] / MIB for r in sizes]
-    tick_labels = [binary_size(r["raw_bytes"]) for r in sizes]
-    panels = (
-        ("save", "Save", {"torch": "torch.save", "safetensors": "save_file"}),
-        (
-            "eager_load",
-            "Eager full load",
-            {"torch": "torch.load", "safetensors": 'load_file(backend="pread")'},
-        ),
-        (
-            "lazy_open",
-            "Lazy open (nothing read yet)",
-            {"torch": "torch.load(mmap=True)", "safetensors": "load_file (mmap)"},
-        ),
-        (
-            "one_tensor",
-            f"One tensor of {sizes[0]['tensors']}, copied into memory",
-            {
-                "torch_full": "full torch.load, pick one",
-                "torch_mmap": "torch.load(mmap=True)[name].clone()",
-                "safetensors": 'safe_open(backend="pread").get_tensor(name)',
-            },
-        ),
-    )
-    colours = {"torch": "#ee4c2c", "torch_mmap": "#ee4c2c", "torch_full": "#8c2d19"}
-    styles = {"torch_full": ":", "torch_mmap": "--"}
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), sharey=True, constrained_layout=True)
-    for ax, (op, title, labels) in zip(axes.flat, panels, strict=True):
-        for variant, label in labels.items():
-            ms = [r[op]["median_s"][variant] * 1e3 for r in sizes]
-            runs = [[t * 1e3 for t in r[op]["runs_s"][variant]] for r in sizes]
-            spread = [
-                [m - min(rs) for m, rs in zip(ms, runs, strict=True)],
-                [max(rs) - m for m, rs in zip(ms, runs, strict=True)],
-            ]
-            ax.errorbar(
-                mib,
-                ms,
-                yerr=spread,
-                marker="o",
-                capsize=3,
-                color=colours.get(variant, "#1f77b4"),
-                linestyle=styles.get(variant, "-"),
-                label=label,
-            )
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks(mib, tick_labels)
-        ax.set_title(title)
-        ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=8, loc="upper left")
-    for ax in axes[1]:
-        ax.set_xlabel("state dict size (float32)")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("time (ms, log scale): median, bars min to max")
-    prov = results["provenance"]
-    fig.suptitle(
-        f"torch.save vs safetensors, {prov['started'][:10]}: {prov['machine']['cpu']}, "
-        f"{prov['machine']['cores']} cores; torch {prov['versions']['torch']}, "
-        f"safetensors {prov['versions']['safetensors']}; "
-        f"{results['plan']['serialization_repeats']} runs each",
-        fontsize=10,
-    )
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)

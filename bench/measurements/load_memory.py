@@ -8,7 +8,8 @@ fresh Python process (so each peak is that load's alone), which resets its high-
 - meta_mmap: verify(), a meta-device model, torch.load(mmap=True), load_state_dict(assign=True);
 - plain: a model built on the CPU, verify(), torch.load(), load_state_dict().
 
-    .venv/bin/python -m bench.load_memory CHECKPOINT HOW WIDTH LAYERS   # one worker, prints JSON
+    # one worker, which prints its JSON:
+    .venv/bin/python -m bench.measurements.load_memory CHECKPOINT HOW WIDTH LAYERS
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from torch import nn
 from resume_lab.checkpoint import STATE_FILE, load_checkpoint, save_checkpoint, verify
 from resume_lab.hashing import DEFAULT_HASH
 
-from .common import ROOT, side_by_side
-from .plan import Plan
+from ..launch import ROOT
+from ..plan import Plan
+from ..timing import side_by_side
 
 LAB = "load_checkpoint"
 # The lab's own load; verify + meta model + torch.load(mmap=True) + load_state_dict(assign=True);
@@ -109,7 +111,7 @@ def run_workers(
     order = list(LOAD_PATHS)
     jobs = [how for r in range(repeats) for how in (order if r % 2 == 0 else order[::-1])]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    module = [sys.executable, "-m", "bench.load_memory"]
+    module = [sys.executable, "-m", "bench.measurements.load_memory"]
     results: dict[str, list[dict[str, Any]]] = {how: [] for how in LOAD_PATHS}
     for how in jobs:
         if not fresh_process:

@@ -12,8 +12,8 @@ import torch
 
 from resume_lab.sampler import StepIndexedSampler
 
-from .common import medians, side_by_side, timed
-from .plan import Plan
+from ..plan import Plan
+from ..timing import medians, side_by_side, timed
 
 
 def autorange(fn: Callable[[], Any], min_seconds: float) -> int:

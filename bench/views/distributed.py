@@ -1,9 +1,9 @@
-"""The performance page's distributed section, from distributed.json: derived figures, two tables
-and the sentences that compare.
+"""The view of distributed.json: the performance page's distributed section, its derived
+figures, two tables and the sentences that compare.
 
-Every comparison uses verdicts.compare on the stored runs (seconds; for training, seconds per
+Every comparison uses timing.compare on the stored runs (seconds; for training, seconds per
 counted update): a winner only when the faster one's slowest run beat the other's fastest, else
-"within noise". Nothing here is stored; bench/views.py calls `view` whenever a page is built.
+"within noise". Nothing here is stored; the build calls `view` whenever a page is built.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ import itertools
 import statistics
 from typing import Any
 
-from .fmt import fmt_ratio, fmt_time, listing, outcome
-from .metrics import decimal_size
-from .verdicts import compare, spread
+from .. import provenance
+from ..timing import compare, fmt_time, outcome, spread
 
 SAVE_NAMES = {
     "floor": "torch.save + fsync in one process",
@@ -26,6 +25,37 @@ SAVE_NAMES = {
 }
 
 
+def view(results: dict[str, Any]) -> dict[str, Any]:
+    """The stored numbers plus what the page says about them."""
+    out = copy.deepcopy(results)
+    derive_save(out["save"])
+    derive_train(out["train"])
+    word(out)
+    out["headline"] = headline(out)
+    out["save_table_md"] = save_table_md(out["save"])
+    out["train_table_md"] = train_table_md(out["train"])
+    out["provenance"] = provenance.worded(results["provenance"])
+    out["provenance"]["summary"] += "; " + out["headline"]["setup"]
+    return out
+
+
+def decimal_size(n: float) -> str:
+    """10 MB, 100 MB: the save sizes, named as the page names them."""
+    for unit, size in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_ratio(ratio: float) -> str:
+    return f"{ratio:.2f}×" if ratio < 10 else f"{ratio:.0f}×"
+
+
+def listing(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
@@ -34,7 +64,7 @@ def percent(fraction: float) -> str:
     return f"{fraction * 100:.0f} %"
 
 
-def timed(median: float, runs: list[float]) -> str:
+def with_spread(median: float, runs: list[float]) -> str:
     """A median and how far its runs spread: 13.4 ms (± 24 %)."""
     return f"{fmt_time(median)} ({percent(spread(runs))})"
 
@@ -95,7 +125,7 @@ def world_name(w: dict[str, Any]) -> str:
 
 
 def rate_outcome(c: dict[str, Any], worlds: dict[str, Any]) -> str:
-    """verdicts.compare on seconds per update, worded in updates per second."""
+    """timing.compare on seconds per update, worded in updates per second."""
     a, b = worlds[c["a"]], worlds[c["b"]]
     if c["winner"]:
         win, lose = worlds[c["winner"]], worlds[c["loser"]]
@@ -129,11 +159,11 @@ def save_table_md(save: dict[str, Any]) -> str:
     for size in save["sizes"].values():
         m, r, ratio = size["median_s"], size["runs_s"], size["ratios"]
         lines.append(
-            f"| {size['label']} | {timed(m['floor'], r['floor'])} "
-            f"| {timed(m['save_checkpoint'], r['save_checkpoint'])} "
-            f"| {timed(m['dcp_save'], r['dcp_save'])} | {fmt_ratio(ratio['dcp_save'])} "
-            f"| {timed(m['dcp_async_stall'], r['dcp_async_stall'])} "
-            f"| {timed(m['dcp_async_done'], r['dcp_async_done'])} "
+            f"| {size['label']} | {with_spread(m['floor'], r['floor'])} "
+            f"| {with_spread(m['save_checkpoint'], r['save_checkpoint'])} "
+            f"| {with_spread(m['dcp_save'], r['dcp_save'])} | {fmt_ratio(ratio['dcp_save'])} "
+            f"| {with_spread(m['dcp_async_stall'], r['dcp_async_stall'])} "
+            f"| {with_spread(m['dcp_async_done'], r['dcp_async_done'])} "
             f"| {fmt_ratio(ratio['dcp_async_done'])} | {percent(size['stall_share'])} |"
         )
     return "\n".join(lines)
@@ -231,16 +261,3 @@ def headline(out: dict[str, Any]) -> dict[str, str]:
             "size, after one untimed run"
         ),
     }
-
-
-def view(results: dict[str, Any]) -> dict[str, Any]:
-    """The stored numbers plus what the page says about them."""
-    out = copy.deepcopy(results["measured"])
-    derive_save(out["save"])
-    derive_train(out["train"])
-    out["plan"] = results["plan"]
-    word(out)
-    out["headline"] = headline(out)
-    out["save_table_md"] = save_table_md(out["save"])
-    out["train_table_md"] = train_table_md(out["train"])
-    return out
