@@ -284,6 +284,7 @@ def test_a_kill_between_the_pointer_swaps_keeps_the_best_checkpoint(recipe, refe
     assert (run / best).is_dir()
 
 
+@FORKS_RUNS
 def test_save_every_may_change_from_one_run_of_a_folder_to_the_next(recipe, reference, tmp_path):
     """recipe.md: `--save-every` may change from one run of a folder to the next. Killed with
     --save-every 5, resumed with 7 and killed again, then resumed with 3 to the end: bitwise."""
@@ -317,6 +318,7 @@ COUNTER_EDITS = [
 ]
 
 
+@FORKS_RUNS
 def test_new_state_in_the_checkpoint_needs_only_the_edits_the_page_names(reference, tmp_path):
     """A counter added to `checkpoint()`'s dict and read back where `train` resumes, and no
     other edit (load_checkpoint asks for STATE_KEYS and accepts more): killed and rerun, the
