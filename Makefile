@@ -9,6 +9,14 @@ JS_STAMP := node_modules/.installed
 # Tests and builds leave nothing behind in the repository.
 export PYTHONDONTWRITEBYTECODE := 1
 export NO_MKDOCS_2_WARNING := 1
+# One intra-op thread per process by default, as the lab's command line runs: make test's two
+# workers (and the site's build beside them) then never wait on each other's threads for a
+# core. With torch's default (one thread per core) OpenMP's waiting threads spin: the blocks
+# of accumulation.md and update-loop.md took 32.8 CPU-s that way here, 11.6 with one thread.
+# A block that needs more threads sets them (torch.set_num_threads). The build runs with the
+# same setting, so `make build` after `make test` reuses what that build computed
+# (hooks/build_cache.py keys on it).
+export OMP_NUM_THREADS ?= 1
 
 .PHONY: setup serve build test test-all test-versions lint lab bench clean
 
@@ -31,14 +39,17 @@ serve: setup
 build: setup
 	$(BIN)/mkdocs build --strict -d site
 
+LINTED := code snippets tests hooks page_fences bench versions conftest.py
 lint: setup
-	$(BIN)/ruff check --no-cache code snippets tests hooks bench versions conftest.py
-	$(BIN)/ruff format --no-cache --check code snippets tests hooks bench versions conftest.py
-	$(BIN)/python tests/support/fence_lint.py
+	$(BIN)/ruff check --no-cache $(LINTED)
+	$(BIN)/ruff format --no-cache --check $(LINTED)
+	$(BIN)/python -m page_fences.lint
 	$(BIN)/mypy
 
 # The inner loop, run after each change: lint, then every test but the heavy, slow and full ones
-# (tests/support/tiers.py), the site built once and one page of it audited in Chromium.
+# (page_fences/tiers.py), the site built once in the background while the other tests run
+# (tests/support/site_fixture.py; what it computes is cached by its inputs, hooks/build_cache.py)
+# and one page of it audited in Chromium.
 # Two workers (pytest-xdist), one per core of the machine the timings in README.md come from;
 # `make test WORKERS=4` on a bigger one. A module's tests stay in one worker, and so do all of
 # tests/browser (tests/support/xdist_scheduling.py), so that a fixture they share (the one
@@ -50,8 +61,9 @@ test: setup lint
 
 # make test, then what it leaves out, each test once: the heavy tier on the workers (the
 # browser's reading of every page, torchrun's quick tier, the page blocks that start gloo
-# ranks), then, in one process as before, the slow runs in new processes (one-process and
-# under torchrun) and the full fault campaigns.
+# ranks, the tests whose runs are real processes killed and run again: the recipe's, the
+# campaign's quick tier, the lab's resume in a new process), then, in one process as before,
+# the slow runs in new processes (one-process and under torchrun) and the full fault campaigns.
 test-all: test
 	$(BIN)/pytest -n $(WORKERS) --dist loadscope -m heavy
 	$(BIN)/pytest -m "slow or full" tests
@@ -72,5 +84,7 @@ lab: setup
 bench: setup
 	$(BIN)/python -m bench
 
+# The built site, build/, and what the build computed (hooks/build_cache.py), so that the next
+# build computes everything again.
 clean:
-	rm -rf site build
+	rm -rf site build $(VENV)/build-cache

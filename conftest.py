@@ -1,13 +1,15 @@
-"""Plugins for every test session.
+"""Plugins for every test session, the pages' blocks included (page_fences/, installed with the
+lab):
 
-- fence_runner (tests/support/fence_runner.py): pytest-markdown-docs reads the pages as MkDocs
-  renders them (fences in admonitions and tabs, `--8<--` includes run as the real files), and
-  every fence and test runs seeded in a fresh temporary folder, with global state restored.
-- site_fixture: the built site, shared by tests/site and tests/browser.
-- xdist_scheduling: under `make test`'s two workers, a module's tests stay in one worker, and so
-  do all of tests/browser, so the fixtures they share are made once.
+- page_fences.pytest_plugin: pytest-markdown-docs reads the pages as MkDocs renders them
+  (fences in admonitions and tabs, `--8<--` includes run as the real files, a section in its
+  module's namespace), and every fence and test runs seeded in a fresh temporary folder, with
+  global state restored.
+- page_fences.tiers: what `make test` leaves to `make test-all`; a fence that starts gloo
+  ranks (`.ranks`) is `heavy`, and one of the inner loop that starts them fails at once.
 
-(tests/support is on pytest's path: pyproject.toml, `pythonpath`.)
+The tests' own fixtures and scheduling (the built site, the xdist workers) are registered by
+tests/conftest.py.
 """
 
-pytest_plugins = ["fence_runner", "site_fixture", "xdist_scheduling", "tiers"]
+pytest_plugins = ["page_fences.pytest_plugin", "page_fences.tiers"]

@@ -38,12 +38,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import io
 import json
 import re
-import runpy
-import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -59,22 +55,18 @@ LOOKS_LIKE_ONE = re.compile(r"\{\{\s*[A-Za-z_][^{}]*\}\}")
 
 
 ROOT = Path(__file__).resolve().parent.parent
-# What the sources import: bench/ (provenance, the results' views), hooks/lab_report.py, and the
-# fence machinery in tests/support (fence_includes, fence_census, isolation), so a figure the
-# build computes is the one the fence computes under pytest. MkDocs restores sys.path after it
-# loads a hook, so the folders are added again before each page (on_page_markdown).
-IMPORTABLE = (ROOT, ROOT / "hooks", ROOT / "tests" / "support")
-
-
-def importable() -> None:
-    for folder in IMPORTABLE:
-        if str(folder) not in sys.path:
-            sys.path.append(str(folder))
-
-
-importable()
+# What the sources import: bench/ (provenance, the results' views), versions/ and page_fences/
+# (how a fence runs, the same as under pytest, so a figure the build computes is the one the
+# fence computes in the tests) are installed with the lab (pyproject.toml); build_cache,
+# lab_report and ledger_facts are the hook's neighbours, importable while MkDocs loads this
+# hook (it puts hooks/ on sys.path then).
+import build_cache  # noqa: E402
 import lab_report  # noqa: E402
+import ledger_facts  # noqa: E402
 from bench import provenance  # noqa: E402
+from page_fences.census import fences  # noqa: E402
+from page_fences.includes import Part, segments  # noqa: E402
+from page_fences.run import figures, printed  # noqa: E402
 from versions import matrix as versions_matrix  # noqa: E402
 
 # --- the registry: one source per prefix ---------------------------------------------------
@@ -141,38 +133,16 @@ def lab_value(path: str, spec: str | None) -> str:
 # Every page says which versions its code blocks were executed on.
 # One short line: the versions this copy of the page was tested with.
 VERIFIED_FOOTER = "\n\n<small>Tested with {}.</small>\n"
-_outputs: dict[tuple[Path, float], str] = {}
 
 
 @source("output")
 def snippet_output(name: str, spec: str | None = None) -> str:
-    """What snippets/NAME.py prints, cached until the file changes (for `mkdocs serve`)."""
+    """What snippets/NAME.py prints, computed once for its code (hooks/build_cache.py)."""
     path = ROOT / "snippets" / f"{name.replace('.', '/')}.py"
     if not path.is_file():
         raise LookupError(f"no snippet {path.relative_to(ROOT)}")
-    key = (path, path.stat().st_mtime)
-    if key not in _outputs:
-        _outputs[key] = run_snippet(path)
-    return _outputs[key]
-
-
-def run_snippet(path: Path) -> str:
-    printed = io.StringIO()
-
-    def run() -> None:
-        with contextlib.redirect_stdout(printed):
-            runpy.run_path(str(path), run_name="__main__")
-
-    run_isolated(run)
-    return printed.getvalue().rstrip("\n")
-
-
-def run_isolated(run: Callable[[], object]) -> None:
-    """Run as the tests run a fence: seeded, in a scratch folder, global state put back."""
-    from isolation import isolated  # imports torch: only when a page needs it
-
-    with tempfile.TemporaryDirectory() as scratch, isolated(scratch):
-        run()
+    key = build_cache.key("output", [(str(path), path.read_text("utf8"))])
+    return build_cache.cached("output", key, lambda: printed(path), what=name)
 
 
 @source("bench")
@@ -196,15 +166,13 @@ def bench_value(dotted: str, spec: str | None = None) -> str:
 # --- figures computed by a page's own proof: {{ fence.ID.NAME }} ---------------------------
 
 DOCS = ROOT / "docs"
-_fence_globals: dict[tuple[str, tuple[float, ...]], dict] = {}
+# The types a figure may have once a tensor or NumPy scalar is turned into a number (`.item()`).
+FIGURE_TYPES = (bool, int, float, str)
 
 
-def fence_source(fence_id: str) -> tuple[Path, list[tuple[str, str]]]:
-    """The page holding fence {.python #ID} and its code as (filename, source) parts, each
-    included file under its own name, every part on its own line numbers (as the tests run it)."""
-    from fence_census import fences
-    from fence_includes import segments
-
+def fence_source(fence_id: str) -> tuple[Path, list[Part]]:
+    """The page holding fence {.python #ID} and its code as parts, each included file under its
+    own name, every part on its own line numbers (as the tests run it)."""
     for page in sorted(DOCS.rglob("*.md")):
         for fence in fences(page.read_text("utf8")):
             if fence.brace_form and f"#{fence_id}" in fence.options:
@@ -214,26 +182,30 @@ def fence_source(fence_id: str) -> tuple[Path, list[tuple[str, str]]]:
     raise LookupError(f"no fence {{.python #{fence_id}}} on any page")
 
 
+def fence_figures(parts: list[Part]) -> dict[str, bool | int | float | str]:
+    """Run the fence (page_fences/run.py) and keep every figure its namespace holds."""
+    found = {}
+    for name, value in figures(parts).items():
+        with contextlib.suppress(Exception):  # `.item()` of a tensor of many numbers, say
+            value = value.item() if callable(getattr(value, "item", None)) else value
+        if type(value) in FIGURE_TYPES:
+            found[name] = value
+    return found
+
+
 @source("fence")
 def fence_value(dotted: str, spec: str | None) -> str:
+    """A figure the fence {.python #ID} computed, computed once for its code and for every
+    file of the repository it imports (hooks/build_cache.py)."""
     fence_id, _, name = dotted.partition(".")
-    page, parts = fence_source(fence_id)
-    files = {page} | {Path(filename) for filename, _ in parts}
-    key = (fence_id, tuple(f.stat().st_mtime for f in sorted(files)))
-    if key not in _fence_globals:
-        namespace: dict = {"__name__": "__main__"}
-
-        def run() -> None:
-            with contextlib.redirect_stdout(io.StringIO()):
-                for filename, source in parts:
-                    exec(compile(source, filename, "exec", dont_inherit=True), namespace)
-
-        run_isolated(run)
-        _fence_globals[key] = namespace
-    namespace = _fence_globals[key]
-    if name not in namespace:
-        raise LookupError(f"fence #{fence_id} defines no {name!r}")
-    value = getattr(namespace[name], "item", lambda: namespace[name])()
+    _, parts = fence_source(fence_id)
+    # The parts' code, not where it stands: an edit above the fence moves it, changing nothing.
+    code = [(part.filename, part.source.lstrip("\n")) for part in parts]
+    key = build_cache.key("fence", code)
+    found = build_cache.cached("fence", key, lambda: fence_figures(parts), what=fence_id)
+    if name not in found:
+        raise LookupError(f"fence #{fence_id} defines no number or string {name!r}")
+    value = found[name]
     if spec is not None:
         return format(value, spec)
     if isinstance(value, int) and not isinstance(value, bool):
@@ -295,156 +267,20 @@ def versions_value(name: str, spec: str | None = None) -> str:
     return versions_matrix.value(name, installed()["torch"])
 
 
-# --- the claims ledger: {{ claims.NAME }} ---------------------------------------------------
-
-LEDGER = DOCS / "claims.yml"
-
-
-_ledger_cache: dict[tuple[int, int], dict] = {}
-
-
-def ledger() -> dict:
-    """The parsed ledger, read again only when the file changes (a page may ask many times)."""
-    import yaml
-
-    status = LEDGER.stat()
-    key = (status.st_mtime_ns, status.st_size)
-    if key not in _ledger_cache:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ten times faster
-        _ledger_cache.clear()
-        _ledger_cache[key] = yaml.load(LEDGER.read_text("utf8"), Loader=loader)
-    return _ledger_cache[key]
-
-
-def page_title(name: str) -> str:
-    text = (DOCS / name).read_text("utf8")
-    found = re.search(r"^title:\s*(?P<title>.+)$", text, re.M)
-    return found["title"].strip().strip('"') if found else name
-
-
-def page_order() -> list[str]:
-    """Pages in the order the nav lists them (mkdocs.yml), then any others."""
-    text = (ROOT / "mkdocs.yml").read_text("utf8")
-    nav = re.findall(r"^\s*-\s*(?:[^:\n]+:\s*)?([\w-]+\.md)\s*$", text, re.M)
-    return nav + sorted(p.name for p in DOCS.glob("*.md") if p.name not in nav)
-
-
-# The page being rendered and the site's files, for links MkDocs does not rewrite itself.
-_rendering: dict = {}
-
-
-def proof_link(proof: str) -> str:
-    if "::" in proof:
-        return f"test `{proof}`"
-    # A fence's id is on superfences' raw HTML, which MkDocs' link check cannot see: write the
-    # link as HTML, addressed as MkDocs addresses the page (tests/docs/test_claims.py checks ids).
-    name, _, fence_id = proof.partition("#")
-    page, files = _rendering.get("page"), _rendering.get("files")
-    target = files.get_file_from_path(name) if files is not None else None
-    if page is None or target is None:
-        return f"[code]({name})"
-    from mkdocs.utils import get_relative_url
-
-    return f'<a href="{get_relative_url(target.url, page.url)}#{fence_id}">code</a>'
-
-
-# What each status means on the claims page, in the ledger's words (docs/claims.yml).
-STATUS_WORDS = {
-    "make-test": "proved by `make test`",
-    "make-test-all": "proved by `make test-all` only",
-    "recorded": "reads recorded results",
-}
-
-
-def claims_counts() -> dict[str, int]:
-    entries = ledger()["claims"]
-    proved = [e for e in entries if e["status"] in STATUS_WORDS]
-    course = [e for e in entries if e.get("source") == "course"]
-    return {
-        "total": len(entries),
-        "asserted": len(proved),
-        "make_test": sum(e["status"] == "make-test" for e in entries),
-        "make_test_all": sum(e["status"] == "make-test-all" for e in entries),
-        "recorded": sum(e["status"] == "recorded" for e in entries),
-        "stated": len(entries) - len(proved),
-        "percent": 100 * len(proved) // len(entries),
-        "course_total": len(course),
-        "course_asserted": sum(e["status"] in STATUS_WORDS for e in course),
-        "pages": len({e["page"].partition("#")[0] for e in entries}),
-    }
-
-
-def claims_tables() -> str:
-    entries = ledger()["claims"]
-    blocks = []
-    for name in page_order():
-        rows = [e for e in entries if e["page"].partition("#")[0] == name]
-        if not rows:
-            continue
-        counts = ", ".join(
-            f"{n} {words}"
-            for status, words in [*STATUS_WORDS.items(), ("stated", "stated")]
-            if (n := sum(e["status"] == status for e in rows))
-        )
-        lines = [
-            f"## {page_title(name)}",
-            "",
-            f"[{page_title(name)}]({name}): {len(rows)} claims; {counts}.",
-            "",
-            "| claim | status | stated in | proof |",
-            "| --- | --- | --- | --- |",
-        ]
-        for e in rows:
-            status = STATUS_WORDS.get(e["status"]) or f"stated: {e['reason']}"
-            proof = proof_link(e["proof"]) if e["status"] in STATUS_WORDS else "—"
-            claim = e["claim"].replace("|", "\\|")
-            status = status.replace("|", "\\|")
-            lines.append(f"| {claim} | {status} | [section]({e['page']}) | {proof} |")
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
-
-
-def claims_stated_list() -> str:
-    return "\n".join(
-        f"- {e['claim']} *Stated: {e['reason']}* ([where]({e['page']}))"
-        for e in ledger()["claims"]
-        if e["status"] == "stated"
-    )
-
-
-def claims_corrections() -> str:
-    return "\n".join(
-        f"- The course text: {e['corrects']} Here: {e['claim']} ([where]({e['page']}))"
-        for e in ledger()["claims"]
-        if e.get("corrects")
-    )
-
-
-def claims_pending() -> str:
-    pending = ledger().get("pending_pages") or {}
-    if not pending:
-        return "Every page is in the ledger."
-    names = ", ".join(f"[{page_title(name)}]({name})" for name in pending)
-    return f"Not yet in the ledger: {names}."
+# --- the claims ledger: {{ claims.NAME }} (hooks/ledger_facts.py) --------------------------
 
 
 @source("claims")
 def claims_value(name: str, spec: str | None = None) -> str:
-    renderers = {
-        "tables": claims_tables,
-        "stated_list": claims_stated_list,
-        "corrections": claims_corrections,
-        "pending": claims_pending,
-    }
-    if name in renderers:
-        return renderers[name]()
-    counts = claims_counts()
-    if name not in counts:
-        raise LookupError(f"unknown claims fact; known: {', '.join([*counts, *renderers])}")
-    return str(counts[name])
+    return ledger_facts.value(name, spec)
 
 
 # --- the hook ----------------------------------------------------------------------------
+
+
+def on_pre_build(config) -> None:
+    """Each build (`mkdocs serve` makes one per edit) looks its inputs up afresh."""
+    build_cache.new_build()
 
 
 def on_files(files, config):
@@ -453,8 +289,7 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    importable()
-    _rendering.update(page=page, files=files)
+    ledger_facts.rendering.update(page=page, files=files)
 
     def fill(match: re.Match) -> str:
         try:

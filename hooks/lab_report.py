@@ -6,8 +6,9 @@ pages. Not a hook of its own: hooks/build_facts.py registers it for the prefix `
 - `{{ lab.summary }}`: the report exactly as `python -m resume_lab demo` prints it.
 - `assets/lab/curves.png`: losses of runs A, B and C per update, drawn from their history.json.
 
-The demo runs once per build (about two seconds) with the lab's default configuration, in a
-temporary folder; nothing is written into the repository.
+The demo runs with the lab's default configuration, in a temporary folder; nothing is written
+into the repository. It and the curves are computed once for the lab's code and this file
+(hooks/build_cache.py): a build after an edit elsewhere reuses them.
 """
 
 from __future__ import annotations
@@ -16,26 +17,29 @@ import contextlib
 import io
 import json
 import tempfile
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from mkdocs.structure.files import File, Files
 
+import build_cache
+
 CURVES = "assets/lab/curves.png"
 
 
-LAB_CODE = Path(__file__).resolve().parent.parent / "code" / "resume_lab"
+def key(kind: str) -> str:
+    """What the demo and the curves are computed from: this file's code, and the lab's modules
+    it imports (at any depth)."""
+    here = Path(__file__).resolve()
+    return build_cache.key(kind, [(str(here), here.read_text("utf8"))])
 
 
 def demo() -> dict[str, Any]:
-    """The demo's results, run again only when the lab's code has changed (`mkdocs serve`)."""
-    return run_demo_once(max(p.stat().st_mtime_ns for p in LAB_CODE.glob("*.py")))
-
-
-@cache
-def run_demo_once(code_version: int) -> dict[str, Any]:
     """The report, the printed summary, and the three runs' histories."""
+    return build_cache.cached("lab-demo", key("lab-demo"), run_demo)
+
+
+def run_demo() -> dict[str, Any]:
     import torch
 
     from resume_lab.config import LabConfig
@@ -115,5 +119,6 @@ def value(path: str) -> str:
 
 
 def add_files(files: Files, config) -> Files:
-    files.append(File.generated(config, CURVES, content=curves_png()))
+    png = build_cache.cached("lab-curves", key("lab-curves"), curves_png)
+    files.append(File.generated(config, CURVES, content=png))
     return files

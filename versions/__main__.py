@@ -73,7 +73,9 @@ def make_environment(spec: str) -> Path:
     folder = python.parents[1]
     pins = other_pins()
     stamp = folder / ".installed"
-    wanted = "\n".join([spec, *pins])
+    # pyproject.toml says which of the repository's packages are installed (the lab,
+    # page_fences, ...): a change to it installs the project again.
+    wanted = "\n".join([spec, *pins, (ROOT / "pyproject.toml").read_text("utf8")])
     if stamp.is_file() and stamp.read_text("utf8") == wanted:
         return python
     if not python.is_file():

@@ -20,28 +20,20 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-import sys
 from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SUPPORT = ROOT / "tests" / "support"
 FENCE_PROOF = re.compile(r"^(?P<page>[\w-]+\.md)#(?P<id>[\w-]+)$")
 TEST_PROOF = re.compile(r"^(?P<file>tests/[\w/]+\.py)::(?P<name>\w+)(?:\[.*\])?$")
 PAGE_LINE = re.compile(r"^docs/(?P<page>[\w-]+\.md):(?P<line>\d+)$")
 
 
-def _support() -> None:
-    if str(SUPPORT) not in sys.path:
-        sys.path.insert(0, str(SUPPORT))
-
-
 def page_fences(root: Path = ROOT) -> list[tuple[str, str | None, int, list[str]]]:
     """(page, fence id or None, line of its opening fence, its text with includes) for every
     python fence of every page."""
-    _support()
-    from fence_census import INCLUDE_LINE, PYTHON_LANGS, fences
-    from fence_includes import resolve_include
+    from page_fences.census import PYTHON_LANGS, fences
+    from page_fences.includes import INCLUDE_LINE, resolve_include
 
     found = []
     for page in sorted((root / "docs").glob("*.md")):

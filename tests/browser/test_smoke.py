@@ -5,7 +5,7 @@ scheme it opens in (light).
 
 The rest of tests/browser (every page in both schemes, screenshots, the site from disk and at
 the root, the Tab walks, search) is `make test-all`'s: those modules are marked `heavy`
-(tests/support/tiers.py).
+(page_fences/tiers.py).
 """
 
 from __future__ import annotations

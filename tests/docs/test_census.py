@@ -1,6 +1,6 @@
 """The fence census itself: it must see what Python-Markdown renders, wherever it is nested."""
 
-from fence_census import bare_word_options, fences, runnable_python
+from page_fences.census import bare_word_options, fences, runnable_python
 
 PAGE = """\
 # Title

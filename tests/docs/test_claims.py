@@ -34,15 +34,15 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
-import sys
 from functools import cache
 from pathlib import Path
 
+import collection
 import markdown
 import pytest
 import yaml
-from fence_census import INCLUDE_LINE, PYTHON_LANGS, Fence, fences, pages
+
+from page_fences.census import INCLUDE_LINE, PYTHON_LANGS, Fence, fences, pages
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -58,7 +58,7 @@ PROVED = {
     "recorded": "reads recorded results",
 }
 # The marker expression of `make test` (Makefile, INNER).
-INNER = "not slow and not full and not heavy"
+INNER = collection.INNER
 # A proof whose code names the committed results folders (or reads the recorded runs on other
 # torch releases, versions/matrix.py) reads recorded results.
 READS_RECORDED = re.compile(
@@ -131,20 +131,11 @@ def rendered_ids(page_name: str) -> tuple[str, ...]:
 @cache
 def collected(markers: str = "") -> frozenset[str]:
     """Node ids pytest collects from the pages and from every test file a proof names, with
-    `-m markers` (every one by default; INNER: those `make test` runs)."""
-    files = sorted(
-        {m["file"] for e in entries() if (m := TEST_PROOF.match(str(e.get("proof", ""))))}
-    )
-    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "--color=no", "-m", markers]
-    run = subprocess.run(
-        [*command, "docs", *files],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    return frozenset(line for line in run.stdout.splitlines() if "::" in line)
+    `-m markers` (every one by default; INNER: those `make test` runs): this session's own
+    collection when it holds them, as under `make test` (tests/support/collection.py)."""
+    files = {m["file"] for e in entries() if (m := TEST_PROOF.match(str(e.get("proof", ""))))}
+    found = collection.collected(ROOT, ["docs", *files])
+    return found.inner if markers == INNER else found.ids
 
 
 def has_assertion(tree: ast.AST) -> bool:

@@ -1,7 +1,7 @@
-"""The code on the pages is linted and formatted as snippets/ is (tests/support/fence_lint.py):
+"""The code on the pages is linted and formatted as snippets/ is (page_fences/lint.py):
 one ruff run over every python fence, each written to a file named after its page and line."""
 
-from fence_lint import page_fences, problems
+from page_fences.lint import page_fences, problems
 
 
 def test_the_census_finds_the_inline_fences():
@@ -13,4 +13,4 @@ def test_the_census_finds_the_inline_fences():
 
 def test_every_page_fence_passes_ruff_and_the_80_column_format():
     found = problems()
-    assert not found, "\n".join(found) + "\nfix in place: python tests/support/fence_lint.py --fix"
+    assert not found, "\n".join(found) + "\nfix in place: python -m page_fences.lint --fix"

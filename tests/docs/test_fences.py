@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
+import collection
 import pytest
-from fence_census import (
+
+from page_fences.census import (
     INCLUDE_LINE,
     bare_word_options,
     fences,
@@ -21,18 +21,11 @@ DOCS = ROOT / "docs"
 
 
 def collected_per_page() -> Counter:
-    """How many items pytest itself collects from each page, in any tier (`-m ""`: whatever
-    the selection, `make test`'s leaves the blocks that start gloo ranks to `make test-all`)."""
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "--color=no", "-m", "", "docs"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    ids = [line.split("::")[0] for line in run.stdout.splitlines() if "::[CodeFence#" in line]
-    return Counter(ids)
+    """How many items pytest itself collects from each page, in any tier (whatever the
+    selection: `make test`'s leaves the blocks that start gloo ranks to `make test-all`), as
+    this session collected them when it collected the pages (tests/support/collection.py)."""
+    ids = collection.collected(ROOT, ["docs"]).ids
+    return Counter(node.split("::")[0] for node in ids if "::[CodeFence#" in node)
 
 
 def test_every_python_fence_is_collected():

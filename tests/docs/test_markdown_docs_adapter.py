@@ -1,8 +1,8 @@
 """The fence runner leans on pytest-markdown-docs' private runner API (markdown_docs_adapter.py).
 If an upgrade changes it, this test fails and says what changed, before any page does."""
 
-from fence_runner import IncludeAwareRunner
-from markdown_docs_adapter import internals_changed
+from page_fences.markdown_docs_adapter import internals_changed
+from page_fences.pytest_plugin import IncludeAwareRunner
 
 
 def test_the_private_runner_api_is_what_the_fence_runner_was_written_against():

@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fence_census import INCLUDE_LINE, fences, pages
+
+from page_fences.census import INCLUDE_LINE, fences, pages
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "snippets" / "recipe.py"

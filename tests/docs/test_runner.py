@@ -1,7 +1,9 @@
-"""The fence runner: included files run as themselves, nested fences run, failures say where.
+"""The fence runner: included files run as themselves, a section in its module's namespace,
+nested fences run, failures say where.
 
-One small project is tested in a subprocess, with a copy of our conftest.py and our test
-support on its path, so the pages below are read exactly as `pytest --markdown-docs` reads ours.
+One small project is tested in a subprocess, with a copy of our conftest.py (which registers
+page_fences' plugins, installed with the lab), so the pages below are read exactly as
+`pytest --markdown-docs` reads ours.
 """
 
 from __future__ import annotations
@@ -14,12 +16,27 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# A module whose sections pages show: importing it runs nothing but definitions.
 SNIPPET = """\
-x = 1
+import math
+
+LIMIT = 3
+
+
 # --8<-- [start:check]
-y = x + 1
-assert y == 3, "the asserted value is wrong"
+def check(y: int) -> None:
+    assert y == LIMIT, "the asserted value is wrong"
+
+
 # --8<-- [end:check]
+
+
+# --8<-- [start:root]
+def root(n: float) -> float:
+    return math.sqrt(n)
+
+
+# --8<-- [end:root]
 
 
 class Sample:
@@ -30,21 +47,28 @@ class Sample:
     # --8<-- [end:method]
 """
 
+# A script shown whole: it runs as itself, and fails on its line 2.
+SCRIPT = 'x = 1\nassert x == 2, "the script\'s own check"\n'
+
 # One process forked by the means snippets/gloo_ranks.py starts its ranks with.
 START_ONE = (
     "import torch.multiprocessing as mp\nmp.start_processes(print, nprocs=1, start_method='fork')"
 )
 
 PAGES = {
-    "whole": '# Whole\n\n```python\n--8<-- "snippets/sample.py"\n```\n',
-    "section": '# Section\n\n```python\nx = 1\n--8<-- "snippets/sample.py:check"\n```\n',
-    "mixed": '```python\nx = 2\n--8<-- "snippets/sample.py:check"\nassert y == 3\n```\n',
+    "whole": '# Whole\n\n```python\n--8<-- "snippets/script.py"\n```\n',
+    "section": '```python\n--8<-- "snippets/sample.py:check"\ncheck(2)\n```\n',
+    "module_names": '```python\n--8<-- "snippets/sample.py:root"\nassert root(9) == 3.0\n```\n',
+    "own_names": (
+        '```python\n--8<-- "snippets/sample.py:root"\nassert callable(root)\n'
+        "assert not {'math', 'LIMIT', 'check', 'Sample'} & set(globals())\n```\n"
+    ),
     "note": "!!! note\n    ```python\n    raise SystemError('ran inside a note')\n    ```\n",
     "tab": '=== "Tab"\n\n    ```python\n    raise SystemError("ran inside a tab")\n    ```\n',
     "missing": '```python\n--8<-- "snippets/nowhere.py"\n```\n',
     "method": '```python\n--8<-- "snippets/sample.py:method"\nassert twice(None, 2) == 4\n```\n',
     "numbered": "# Title\n\ntext\n\n```python\na = 1\nassert a == 2\n```\n",
-    # gloo ranks (tests/support/tiers.py): a block that starts processes says so with `.ranks`
+    # gloo ranks (page_fences/tiers.py): a block that starts processes says so with `.ranks`
     "ranks_unmarked": f"```python\n{START_ONE}\n```\n",
     "ranks_marked": (
         "```{.python .ranks fixture:request}\n"
@@ -59,16 +83,12 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """'passed' or 'failed' for each page, and the whole output under 'output'."""
     project = tmp_path_factory.mktemp("project")
     (project / "conftest.py").write_text((ROOT / "conftest.py").read_text("utf8"))
-    # The plugins the conftest registers come from our tests/support, as in our pyproject.toml;
-    # the ini file also makes the project pytest's rootdir, which include lines are relative to.
-    support = ROOT / "tests" / "support"
-    (project / "pytest.ini").write_text(
-        f"[pytest]\npythonpath = {support}\nmarkers =\n    heavy: make test-all's\n"
-    )
-    # The root conftest also loads the site-build fixture; this project builds no site.
-    (project / "site_fixture.py").write_text("")
+    # The ini file makes the project pytest's rootdir, which include lines are relative to,
+    # and the folder its sections' modules are imported from (`snippets.sample`).
+    (project / "pytest.ini").write_text("[pytest]\nmarkers =\n    heavy: make test-all's\n")
     (project / "snippets").mkdir()
     (project / "snippets" / "sample.py").write_text(SNIPPET)
+    (project / "snippets" / "script.py").write_text(SCRIPT)
     (project / "docs").mkdir()
     for name, text in PAGES.items():
         (project / "docs" / f"{name}.md").write_text(text)
@@ -97,14 +117,25 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return outcomes
 
 
-def test_a_failing_snippet_names_its_own_file_and_line(report):
-    assert report["whole"] == report["section"] == "failed"
-    assert report["tracebacks"].count("snippets/sample.py:4 in <module>") == 2
+def test_a_failing_file_names_its_own_file_and_line(report):
+    assert report["whole"] == "failed"
+    assert "snippets/script.py:2 in <module>" in report["tracebacks"]
+    assert "the script's own check" in report["output"]
+
+
+def test_a_failing_section_names_its_file_and_line(report):
+    assert report["section"] == "failed"
+    assert "snippets/sample.py:8 in check" in report["tracebacks"]
     assert "the asserted value is wrong" in report["output"]
 
 
-def test_a_section_runs_without_the_rest_of_its_file(report):
-    assert report["mixed"] == "passed"
+def test_a_section_runs_in_its_module_namespace(report):
+    # `root` calls math.sqrt, and the page does not import math: the module does.
+    assert report["module_names"] == "passed"
+
+
+def test_a_fence_gets_what_its_section_defines_and_nothing_else(report):
+    assert report["own_names"] == "passed"
 
 
 def test_an_indented_section_runs_dedented_as_it_is_shown(report):

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 
 import pytest
-from fence_census import INCLUDE_LINE, fences, pages
+
+from page_fences.census import INCLUDE_LINE, fences, pages
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

@@ -1,4 +1,4 @@
-"""The guard of `make test`'s inner loop (tests/support/tiers.py), from inside it: this module is
+"""The guard of `make test`'s inner loop (page_fences/tiers.py), from inside it: this module is
 marked none of heavy, slow, full, so starting gloo ranks or torchrun here must fail at once,
 before any process starts. (Fences: tests/docs/test_runner.py.)"""
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch.multiprocessing
-from tiers import InnerLoopError, launches_torchrun
+
+from page_fences.tiers import InnerLoopError, launches_torchrun
 
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 

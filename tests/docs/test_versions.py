@@ -14,7 +14,6 @@ import tomllib
 from pathlib import Path
 
 import torch
-import yaml
 
 import versions.__main__ as recorder
 from versions import matrix
@@ -25,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def entries() -> list[dict]:
-    return yaml.safe_load((ROOT / "docs" / "claims.yml").read_text("utf8"))["claims"]
+    return matrix.claims()
 
 
 def test_runs_are_recorded_for_the_course_release_the_pinned_one_and_a_newer_one():

@@ -1,8 +1,9 @@
 """The command line as separate processes: a resume in a new process, and a real SIGTERM.
 
-Each start of Python + torch costs a second or two, so these are the only subprocess tests,
-and the two that only repeat in a real process what in-process tests already prove are marked
-slow (`make test` deselects them; `make test-all` runs them).
+Each start of Python + torch costs a second or two, so these are the only subprocess tests:
+the resume in a new process is heavy, and those that only repeat in a real process what
+in-process tests already prove are slow (`make test` deselects both; `make test-all` runs
+them).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from resume_lab.cli import EXIT_OK, EXIT_PREEMPTED, EXIT_USAGE, main
 LAB = [sys.executable, "-m", "resume_lab"]
 
 
+@pytest.mark.heavy  # two new processes of Python and torch: `make test-all` (page_fences/tiers.py)
 def test_new_process_resume_equals_uninterrupted(tmp_path: Path, capsys):
     args = ["train", "--steps", "30", "--save-every", "5", "--quiet", "--threads", "1"]
     pieces = [*args, "--output-dir", str(tmp_path / "pieces"), "--stop-after", "12"]

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import resume_lab
 from resume_lab import run_files
 from resume_lab.exit_codes import EXIT_OK, EXIT_PREEMPTED
@@ -146,6 +148,9 @@ print(json.dumps({"exits": [one, sharded], "loaded": [after_one, sorted(sys.modu
 DCP_MODULES = ["resume_lab.dcp_store", "torch.distributed.checkpoint"]
 
 
+# A new process that imports torch and trains four runs: a `make test-all` check (heavy:
+# page_fences/tiers.py), like the lab's other new-process resume (test_lab_process.py).
+@pytest.mark.heavy
 def test_a_one_process_train_never_imports_the_dcp_store(tmp_path: Path):
     found = subprocess.run(
         [sys.executable, "-c", LOADED_BY_TRAIN, str(tmp_path / "one"), str(tmp_path / "two")],

@@ -53,6 +53,10 @@ OPTIONS = {"--steps": "150", "--accum": "3", "--seed": "5", "--save-every": "5"}
 SAVE_EVERY = int(OPTIONS["--save-every"])
 KILLED_AFTER = "after an update, before its save"
 
+# Every run here is a real process (forked, or started), killed or run to its end: that is a
+# `make test-all` check (heavy: page_fences/tiers.py); the file's own checks stay in `make test`.
+FORKS_RUNS = pytest.mark.heavy
+
 
 def argv(run: Path, **changes: str) -> list[str]:
     options = {**OPTIONS, **{f"--{k.replace('_', '-')}": v for k, v in changes.items()}}
@@ -195,6 +199,7 @@ def test_the_recipe_is_torch_and_the_standard_library_in_350_lines_of_80_columns
 # --- an uninterrupted run, and runs killed from inside -------------------------------------------
 
 
+@FORKS_RUNS
 def test_the_reference_run_crosses_epochs_with_short_windows_and_stops_early(
     reference: Reference, recipe: ModuleType
 ):
@@ -220,6 +225,7 @@ def test_the_reference_run_crosses_epochs_with_short_windows_and_stops_early(
     assert (reference.run / "best").read_text() == f"step-{(best + 1) * recipe.EVAL_EVERY:06d}"
 
 
+@FORKS_RUNS
 def test_killed_after_updates_resumes_bitwise(recipe, reference, tmp_path: Path):
     """SIGKILL right after an update's step, before its save: before the short window that
     ends epoch 0, mid-epoch, in the middle of the patience count, at the update that stops."""
@@ -238,6 +244,7 @@ def test_killed_after_updates_resumes_bitwise(recipe, reference, tmp_path: Path)
     assert listing(run) == reference.listing
 
 
+@FORKS_RUNS
 def test_killed_inside_saves_resumes_bitwise(recipe, reference, tmp_path: Path):
     """SIGKILL at each step of a save, one save after another, rerunning the same command
     after each kill; `latest` verifies at once every time, and the folder ends as tidy as
@@ -266,6 +273,7 @@ def test_killed_inside_saves_resumes_bitwise(recipe, reference, tmp_path: Path):
     assert listing(run) == reference.listing
 
 
+@FORKS_RUNS
 def test_a_kill_between_the_pointer_swaps_keeps_the_best_checkpoint(recipe, reference, tmp_path):
     run, logs = tmp_path / "run", tmp_path / "logs"
     best = (reference.run / "best").read_text()
@@ -276,6 +284,7 @@ def test_a_kill_between_the_pointer_swaps_keeps_the_best_checkpoint(recipe, refe
     assert (run / best).is_dir()
 
 
+@FORKS_RUNS
 def test_save_every_may_change_from_one_run_of_a_folder_to_the_next(recipe, reference, tmp_path):
     """recipe.md: `--save-every` may change from one run of a folder to the next. Killed with
     --save-every 5, resumed with 7 and killed again, then resumed with 3 to the end: bitwise."""
@@ -309,6 +318,7 @@ COUNTER_EDITS = [
 ]
 
 
+@FORKS_RUNS
 def test_new_state_in_the_checkpoint_needs_only_the_edits_the_page_names(reference, tmp_path):
     """A counter added to `checkpoint()`'s dict and read back where `train` resumes, and no
     other edit (load_checkpoint asks for STATE_KEYS and accepts more): killed and rerun, the
@@ -391,6 +401,7 @@ def damaged(saved: Path, tmp_path: Path, how: str) -> tuple[Path, Path]:
 UNPICKLE = "not a training state that torch.load(weights_only=True) loads"
 
 
+@FORKS_RUNS
 @pytest.mark.parametrize(
     ("how", "why"),
     [
@@ -419,6 +430,7 @@ def test_a_damaged_checkpoint_is_refused_in_one_line(recipe, saved, tmp_path, ho
         assert marker.read_text() == "ran"
 
 
+@FORKS_RUNS
 @pytest.mark.parametrize("how", ["options not a mapping", "a state without the recipe's keys"])
 def test_a_well_formed_but_foreign_checkpoint_is_refused_in_one_line(recipe, saved, tmp_path, how):
     run = tmp_path / "run"
@@ -439,6 +451,7 @@ def test_a_well_formed_but_foreign_checkpoint_is_refused_in_one_line(recipe, sav
     assert one_line(done.err).startswith(f"recipe.py: refused {path}: ")
 
 
+@FORKS_RUNS
 @pytest.mark.parametrize(("option", "other"), [("accum", "2"), ("steps", "151"), ("seed", "6")])
 def test_a_folder_made_with_other_options_is_refused_naming_the_option(
     recipe, saved, tmp_path, option, other
@@ -463,6 +476,7 @@ BAD_OPTIONS = {
 }
 
 
+@FORKS_RUNS
 @pytest.mark.parametrize("case", list(BAD_OPTIONS))
 def test_bad_options_exit_2_in_one_line(recipe, tmp_path: Path, case: str):
     words, says = BAD_OPTIONS[case]
@@ -567,6 +581,7 @@ def _real_processes_start_first(request: pytest.FixtureRequest) -> None:
         request.getfixturevalue("real")
 
 
+@FORKS_RUNS
 def test_a_real_process_exits_2_in_one_line_on_bad_options(real: Real):
     out, err = real.bad_options.communicate(timeout=TIMEOUT_REAL)
     assert real.bad_options.returncode == 2 and out == ""
@@ -574,6 +589,7 @@ def test_a_real_process_exits_2_in_one_line_on_bad_options(real: Real):
     assert not (real.folder / "bad").exists()
 
 
+@FORKS_RUNS
 def test_a_real_process_never_runs_a_forged_pickle(real: Real):
     out, err = real.forged.communicate(timeout=TIMEOUT_REAL)
     assert real.forged.returncode == 1 and out == ""
@@ -583,6 +599,7 @@ def test_a_real_process_never_runs_a_forged_pickle(real: Real):
     assert not (real.folder / "forged" / "marker").exists()
 
 
+@FORKS_RUNS
 def test_a_real_process_ends_with_a_traceback_and_exit_1_on_a_full_disk(real: Real):
     """recipe.md: an error it does not expect ends the run with Python's traceback and exit
     code 1. The save of update 10 meets a full disk; the one of update 5 is `latest` still."""
@@ -598,6 +615,7 @@ def test_a_real_process_ends_with_a_traceback_and_exit_1_on_a_full_disk(real: Re
     assert progress is not None and progress["update"] == 5
 
 
+@FORKS_RUNS
 def test_a_real_sigkill_then_the_same_command_resumes_bitwise(recipe, reference, real, tmp_path):
     """The process prints 16 lines, computes update 17 (the short window that ends epoch 0)
     and blocks printing it: SIGKILL. `latest` (update 15) verifies at once; the rerun
@@ -615,6 +633,7 @@ def test_a_real_sigkill_then_the_same_command_resumes_bitwise(recipe, reference,
     assert done.lines[1:-1] == reference.lines[15:-1]
 
 
+@FORKS_RUNS
 def test_a_real_sigterm_exits_75_after_saving_and_the_rerun_is_bitwise(
     recipe, reference, real, tmp_path
 ):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -11,11 +10,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 from built_site import ROOT
+from hook_loading import load_hook
 from mkdocs.exceptions import PluginError
 
-spec = importlib.util.spec_from_file_location("build_facts", ROOT / "hooks" / "build_facts.py")
-build_facts = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(build_facts)
+build_facts = load_hook("build_facts")
 
 PAGE = SimpleNamespace(file=SimpleNamespace(src_uri="page.md"))
 

@@ -106,8 +106,10 @@ def quote_problems(site_root: Path, entries: list[dict]) -> list[str]:
     return problems
 
 
+@cache
 def ledger_entries() -> list[dict]:
-    return yaml.safe_load(LEDGER.read_text("utf8"))["claims"]
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed
+    return yaml.load(LEDGER.read_text("utf8"), Loader=loader)["claims"]
 
 
 def test_every_quote_stands_in_its_section(site):

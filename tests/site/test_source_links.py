@@ -3,18 +3,16 @@ itself when no repository address is configured, and the repository's page when 
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 from urllib.parse import urljoin
 
 import pytest
 from built_site import ROOT, BuiltSite
+from hook_loading import load_hook
 from mkdocs.exceptions import PluginError
 
-spec = importlib.util.spec_from_file_location("source_links", ROOT / "hooks" / "source_links.py")
-source_links = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(source_links)
+source_links = load_hook("source_links")
 
 PAGE = "See [the file](repo:snippets/recipe.py#L10) and [again](repo:snippets/recipe.py)."
 

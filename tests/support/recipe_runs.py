@@ -35,7 +35,8 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from isolation import isolated
+
+from page_fences.isolation import isolated
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "snippets" / "recipe.py"

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from isolation import isolated
 
+from page_fences.isolation import isolated
 from resume_lab import state_keys as keys
 from resume_lab.checkpoint import MANIFEST, TEMP_PREFIX, CheckpointError, load_checkpoint, verify
 from resume_lab.history_log import HISTORY_LOG, read_history

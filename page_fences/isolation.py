@@ -1,8 +1,9 @@
 """The one way code runs isolated: seeded, optionally in a given folder, and leaving the global
 state that torch, Python and NumPy keep per process as it found it.
 
-Used by the fence runner (each fence and test), by the build (`{{ fence.ID.NAME }}`,
-`{{ output.NAME }}` in hooks/build_facts.py) and by fixtures wider than one test.
+Used by the fence runner (each fence and test: page_fences/pytest_plugin.py), by the build
+(`{{ fence.ID.NAME }}`, `{{ output.NAME }}` in hooks/build_facts.py) and by fixtures wider than
+one test.
 """
 
 from __future__ import annotations

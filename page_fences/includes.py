@@ -3,7 +3,7 @@
 A fence line `--8<-- "snippets/x.py"` (or `"code/resume_lab/checkpoint.py:atomic_save"`, a
 section between `# --8<-- [start:NAME]` and `# --8<-- [end:NAME]`) is replaced by the file
 when the site is built. Whoever runs a fence runs the real file instead, under its real name
-and line numbers, so a failure points at `snippets/x.py:LINE`.
+and line numbers, so a failure points at `snippets/x.py:LINE` (page_fences/run.py).
 """
 
 from __future__ import annotations
@@ -11,10 +11,20 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 # The line pymdownx.snippets replaces; `;--8<--` is its escape and is left alone.
 INCLUDE_LINE = re.compile(r'^\s*--8<--\s+"(?P<target>[^"]+)"\s*$', re.M)
+
+
+@dataclass(frozen=True)
+class Part:
+    """A piece of a fence to compile on its own: the fence's lines, a whole file, a section."""
+
+    filename: str  # the page, or the included file (absolute)
+    source: str  # padded with newlines, so that its lines keep their numbers in `filename`
+    section: str | None = None  # the section's name when the part is `file.py:NAME`
 
 
 def section_lines(path: Path, section: str, root: Path) -> tuple[int, list[str]]:
@@ -45,18 +55,18 @@ def resolve_include(target: str, root: Path) -> tuple[Path, int, list[str]]:
     return path, 1, path.read_text("utf8").splitlines()
 
 
-def segments(source: str, filename: str, root: Path) -> Iterator[tuple[str, str]]:
-    """Split a fence's code into (filename, source) parts to compile one after the other.
+def segments(source: str, filename: str, root: Path) -> Iterator[Part]:
+    """Split a fence's code into the parts to compile one after the other.
 
     `source` is the fence body padded with newlines so that its lines keep their page line
     numbers; every part keeps the line numbers of the file it comes from.
     """
     pending: list[tuple[int, str]] = []
 
-    def flush() -> Iterator[tuple[str, str]]:
+    def flush() -> Iterator[Part]:
         if pending:
             first = pending[0][0]
-            yield filename, "\n" * first + "\n".join(text for _, text in pending)
+            yield Part(filename, "\n" * first + "\n".join(text for _, text in pending))
             pending.clear()
 
     for number, text in enumerate(source.split("\n")):
@@ -66,5 +76,6 @@ def segments(source: str, filename: str, root: Path) -> Iterator[tuple[str, str]
             continue
         yield from flush()
         path, first, lines = resolve_include(match["target"], root)
-        yield str(path), "\n" * (first - 1) + "\n".join(lines)
+        section = match["target"].partition(":")[2] or None
+        yield Part(str(path), "\n" * (first - 1) + "\n".join(lines), section)
     yield from flush()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 # A fence line that pymdownx.snippets replaces with a file or a section of one (one pattern,
 # declared where includes are resolved; the tests import it from here too).
-from fence_includes import INCLUDE_LINE as INCLUDE_LINE
+from page_fences.includes import INCLUDE_LINE as INCLUDE_LINE
 
 FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<mark>`{3,}|~{3,})(?P<info>[^`]*)$")
 PYTHON_LANGS = {"py", "python", "python3"}

@@ -9,8 +9,15 @@ in exactly one of the three. A plain `pytest` leaves out only slow and full (pyp
 
 - the browser's reading of the site (tests/browser, all but test_smoke.py), in its modules;
 - the quick tier of tests/distributed that launches torchrun, at each test;
+- tests whose runs are real processes, forked or started, killed and run again: the recipe's
+  runs (tests/recipe/test_recipe.py), the fault campaign's processes
+  (tests/reliability/test_campaign_processes.py, its quick tier), the lab's resume in a new
+  process (tests/lab/test_lab_process.py), at each test;
 - the pages' blocks that start gloo ranks: a fence says so with `.ranks` in its options,
-  ```` ```{.python #id .ranks} ````, and is marked `heavy` here when it is collected.
+  ```` ```{.python #id .ranks} ````, and is marked `heavy` here when it is collected;
+- any other page block that is a long check says so with `.heavy`,
+  ```` ```{.python #id .heavy} ```` (the block that forks a process and SIGKILLs it before
+  every system call of a save, checkpoints.md#kill-every-phase).
 
 The guard: a test or fence of the inner loop (marked none of `heavy`, `slow`, `full`) that
 starts gloo ranks (`torch.multiprocessing.start_processes`, which snippets/gloo_ranks.py uses)
@@ -30,13 +37,17 @@ from typing import Any
 
 import pytest
 import torch.multiprocessing
-from fence_census import fences
+
+from page_fences.census import fences
 
 HEAVY = "heavy"
 # Tests with any of these markers are left out of `make test` (the Makefile's -m).
 OUTER = (HEAVY, "slow", "full")
 # The fence option that marks a block starting gloo ranks.
 RANKS = ".ranks"
+# The fence option that marks any other block too long for the inner loop (one that forks
+# and kills processes, say): the fence's `@pytest.mark.heavy`.
+LONG = ".heavy"
 # The marker pytest-markdown-docs gives every fence it collects.
 FENCE = "markdown-docs"
 
@@ -63,8 +74,9 @@ def starts_ranks(item: pytest.Item) -> bool:
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
-    """Before `-m` deselects anything: a fence that starts ranks is `heavy`."""
-    if starts_ranks(item):
+    """Before `-m` deselects anything: a fence that starts ranks, or says it is long, is
+    `heavy`."""
+    if starts_ranks(item) or LONG in (fence_options(item) or ()):
         item.add_marker(HEAVY)
 
 
@@ -102,7 +114,7 @@ def guarded(item: pytest.Item) -> Iterator[list[str]]:
             how = f"mark it `@pytest.mark.{HEAVY}`"
         raise InnerLoopError(
             f"{_where(item)} starts {what}, too slow for `make test`: {how}, "
-            "and it runs in `make test-all` (tests/support/tiers.py)"
+            "and it runs in `make test-all` (page_fences/tiers.py)"
         )
 
     spawn = sys.modules["torch.multiprocessing.spawn"]

@@ -6,8 +6,8 @@ columns. Include lines (`--8<-- "snippets/x.py"`) stay in as comments: the files
 are linted where they live. Fences that include code may use names it defines (F821 is not
 reported for them).
 
-    python tests/support/fence_lint.py          # report, exit 1 on any problem (make lint)
-    python tests/support/fence_lint.py --fix    # apply ruff's fixes and format to the pages
+    python -m page_fences.lint          # report, exit 1 on any problem (make lint)
+    python -m page_fences.lint --fix    # apply ruff's fixes and format to the pages
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from fence_census import INCLUDE_LINE, PYTHON_LANGS, Fence, fences, pages
+from page_fences.census import INCLUDE_LINE, PYTHON_LANGS, Fence, fences, pages
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "snippets" / "ruff.toml"
 WITH_INCLUDES = "with_includes"  # the folder for fences that include a file or section
 

@@ -2,9 +2,10 @@
 
 pytest-markdown-docs (pinned in requirements.txt) has no public API for replacing how a fence
 runs: `pytest_markdown_docs._runners` is private and may change in any release. The runner
-(fence_runner.py) imports only from here, and tests/docs/test_markdown_docs_adapter.py checks
-`internals_changed()`, so an upgrade that moves these names fails one test that says what moved,
-instead of every page failing, or worse, fences silently running the plugin's own way.
+(page_fences/pytest_plugin.py) imports only from here, and
+tests/docs/test_markdown_docs_adapter.py checks `internals_changed()`, so an upgrade that moves
+these names fails one test that says what moved, instead of every page failing, or worse, fences
+silently running the plugin's own way.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ try:
 except ImportError as err:  # pragma: no cover - only on an incompatible upgrade
     raise ImportError(
         f"pytest-markdown-docs {plugin_version()} does not have "
-        f"has the private API the fence runner (tests/support/fence_runner.py) uses: {err}"
+        f"the private API the fence runner (page_fences/pytest_plugin.py) uses: {err}"
     ) from err
 
 __all__ = ["DefaultRunner", "FenceTestDefinition", "internals_changed", "register_default_runner"]

@@ -9,12 +9,14 @@ Three gaps between the two readers are closed here:
    are kept), so those fences run too.
 2. A fence line ``--8<-- "snippets/x.py"`` (or ``"code/resume_lab/checkpoint.py:atomic_save"``)
    is replaced by pymdownx.snippets when the site is built. Here the runner executes the real
-   file under its real name, so a failure points at ``snippets/x.py:LINE`` (fence_includes.py).
+   file under its real name, so a failure points at ``snippets/x.py:LINE``; a section runs in
+   its module's namespace, so the page need not copy the module's imports above it
+   (page_fences/includes.py, page_fences/run.py; the build runs fences the same way).
 3. Every fence and test starts seeded, inside a fresh temporary directory, and the global
-   state torch keeps per process is put back afterwards (isolation.py).
+   state torch keeps per process is put back afterwards (page_fences/isolation.py).
 
 Include paths are resolved from pytest's rootdir. The plugin's private runner API is reached
-only through markdown_docs_adapter.py.
+only through page_fences/markdown_docs_adapter.py.
 """
 
 from __future__ import annotations
@@ -26,10 +28,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fence_includes import resolve_include, segments
-from isolation import isolated
-from markdown_docs_adapter import DefaultRunner, FenceTestDefinition, register_default_runner
 from markdown_it import MarkdownIt
+
+from page_fences.includes import resolve_include, segments
+from page_fences.isolation import isolated
+from page_fences.markdown_docs_adapter import (
+    DefaultRunner,
+    FenceTestDefinition,
+    register_default_runner,
+)
+from page_fences.run import run_parts
 
 # Openers of the containers whose bodies Python-Markdown reads indented by four spaces.
 CONTAINER_START = re.compile(r"^(?P<indent> *)(?:!!!|\?\?\?\+?|===[!+]?)\s")
@@ -85,13 +93,13 @@ def pytest_markdown_docs_markdown_it() -> MarkdownIt:
 
 @register_default_runner
 class IncludeAwareRunner(DefaultRunner):
-    """Runs a fence, executing each included file under its own name and line numbers."""
+    """Runs a fence as page_fences/run.py does: each included file under its own name and
+    line numbers, each section in its module's namespace."""
 
     def runtest(
         self, test: FenceTestDefinition, args: dict[str, Any], *, asyncio_runner: Any = None
     ) -> None:
-        for filename, source in segments(test.source, str(test.source_path), _root):
-            exec(compile(source, filename, "exec", dont_inherit=True), args)
+        run_parts(segments(test.source, str(test.source_path), _root), args)
 
     def repr_failure(
         self,
@@ -100,8 +108,11 @@ class IncludeAwareRunner(DefaultRunner):
         style: Any = None,
     ) -> str:
         frames = traceback.extract_tb(excinfo.tb)
-        ours = {str(test.source_path)} | {str(p) for p in (_root / "snippets").rglob("*.py")}
-        ours |= {str(p) for p in (_root / "code").rglob("*.py")}
+        # From the first frame of the page or of a file it can include: the runner's own
+        # frames (and pytest's) say nothing about the page.
+        ours = {str(test.source_path)}
+        for folder in ("snippets", "code", "bench"):
+            ours |= {str(p) for p in (_root / folder).rglob("*.py")}
         start = next((i for i, f in enumerate(frames) if f.filename in ours), 0)
         shown = []
         for frame in frames[start:]:
