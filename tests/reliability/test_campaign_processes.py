@@ -116,7 +116,9 @@ class Campaign:
                 self.problems.append(f"{how}: the saver failed: {message['error']}")
         self.counts["kills"] += 1
         self.counts["mid_write"] += bool(temporaries(self.folder))
-        self.problems += [f"{how}: {p}" for p in self.verify_at_once()]
+        found = self.verify_at_once()
+        self.counts["verified_at_once"] += not found
+        self.problems += [f"{how}: {p}" for p in found]
         self.problems += [f"{how}: {p}" for p in trusted_wrongly(self.folder)]
         copy_folder(self.folder, self.scratch)
         self.problems += [f"{how}: {p}" for p in restart_problems(self.scratch, self.acknowledged)]
@@ -179,7 +181,7 @@ def test_sigkill_at_random_moments_never_loses_a_checkpoint(tmp_path: Path, zygo
             mid_write=run.counts["mid_write"],
             cleaned_at_restart=run.counts["cleaned_at_restart"],
             updates_saved=saved,
-            verified_at_once=run.counts["kills"],
+            verified_at_once=run.counts["verified_at_once"],
             resumed_bitwise=1,
             losses=len(run.problems),
             trusted_wrongly=0,
