@@ -63,7 +63,9 @@ class Reading(Book):
         name = tab.path.removesuffix(".html").replace("/", "_")
         shot = self.screenshot_dir / f"{number:02d}-{name}.png"
         # Whole pages (slow) when kept, as CI keeps them; otherwise what a reader first sees.
-        tab.page.screenshot(path=shot, full_page=KEEP_SCREENSHOTS)
+        # A whole long page takes seconds to capture on a loaded machine; the picture is an
+        # artefact, not a check, so it gets more time than the 10 s every check has.
+        tab.page.screenshot(path=shot, full_page=KEEP_SCREENSHOTS, timeout=120_000)
         copies = tab.copy_every_block(as_a_reader=not self.clicked)
         self.clicked = self.clicked or any(c.get("clicked") for c in copies)
         return Look(shot, copies, violations)
