@@ -22,6 +22,18 @@ CURVE_FIELDS = ("loss", "grad_norm", "lr")
 COMPARED = (FINAL, HISTORY, HISTORY_LOG)
 
 
+def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same dtype, shape and bytes: unlike `torch.equal`, -0.0 is not 0.0
+    and a NaN equals the same NaN."""
+    return (
+        a.dtype == b.dtype
+        and a.shape == b.shape
+        and torch.equal(
+            a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)
+        )
+    )
+
+
 def tensors_equal(a: Any, b: Any) -> bool:
     """Bitwise equality of nested dicts/lists of tensors and plain values
     (Composer-style)."""
@@ -29,9 +41,7 @@ def tensors_equal(a: Any, b: Any) -> bool:
         return (
             isinstance(a, torch.Tensor)
             and isinstance(b, torch.Tensor)
-            and a.dtype == b.dtype
-            and a.shape == b.shape
-            and torch.equal(a, b)
+            and same_bytes(a, b)
         )
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(
