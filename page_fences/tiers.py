@@ -12,7 +12,11 @@ in exactly one of the three. A plain `pytest` leaves out only slow and full (pyp
 - tests whose runs are real processes, forked or started, killed and run again: the recipe's
   runs (tests/recipe/test_recipe.py), the fault campaign's processes
   (tests/reliability/test_campaign_processes.py, its quick tier), the lab's resume in a new
-  process (tests/lab/test_lab_process.py), at each test;
+  process (tests/lab/test_lab_process.py), the distributed demo's overrun
+  (tests/lab/test_distributed_demo.py), at each test;
+- tests that start a new Python that imports torch or pytest: the fence runner's own pytest run
+  (tests/docs/test_runner.py), a snippet's printed output (tests/site/test_build_facts.py), the
+  quick benchmark runs (tests/bench/), at each test;
 - the pages' blocks that start gloo ranks: a fence says so with `.ranks` in its options,
   ```` ```{.python #id .ranks} ````, and is marked `heavy` here when it is collected;
 - any other page block that is a long check says so with `.heavy`,

@@ -115,6 +115,7 @@ def check_view(shown: dict) -> None:
         assert len(lines) >= 3 and all(line.startswith("|") for line in lines), table
 
 
+@pytest.mark.heavy  # a whole quick benchmark run
 def test_quick_run_writes_numbers_outside_the_repo(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(runner.tempfile, "tempdir", str(tmp_path))  # where --quick writes
     committed_before = COMMITTED.stat().st_mtime_ns

@@ -46,6 +46,7 @@ def check_structure(results: dict) -> None:
     assert table[0].startswith("| operation |") and all(line.startswith("|") for line in table)
 
 
+@pytest.mark.heavy  # a whole quick benchmark run
 def test_quick_run_writes_results_and_plot_outside_the_repo(tmp_path: Path, monkeypatch):
     tiny = dataclasses.replace(QUICK, serialization_sizes=(("kib_16", 16 * 1024, 4),))
     monkeypatch.setattr(runner, "QUICK", tiny)

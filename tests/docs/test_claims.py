@@ -66,6 +66,7 @@ READS_RECORDED = re.compile(
 )
 ENTRY_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 FENCE_PROOF = re.compile(r"^(?P<page>[\w-]+\.md)#(?P<id>[\w-]+)$")
+FENCE_LINE = re.compile(r"\[line:(\d+)\]$")  # a page fence's node id ends so
 TEST_PROOF = re.compile(r"^(?P<file>tests/[\w/]+\.py)::(?P<name>\w+)(?P<params>\[.*\])?$")
 FILL_IN = (
     "\n\nTo fill it in: give the fence an id, ```{.python #some-id}, and add to "
@@ -122,6 +123,9 @@ def rendered_ids(page_name: str) -> tuple[str, ...]:
     config = load_config(str(ROOT / "mkdocs.yml"))
     configs = dict(config["mdx_configs"])
     configs["pymdownx.snippets"] = {**configs["pymdownx.snippets"], "base_path": [str(ROOT)]}
+    # Pygments gives the code its colours and no element id (the ids are the same without it);
+    # it is three quarters of the time of rendering the pages.
+    configs["pymdownx.highlight"] = {**configs.get("pymdownx.highlight", {}), "use_pygments": False}
     md = markdown.Markdown(extensions=config["markdown_extensions"], extension_configs=configs)
     text = (DOCS / page_name).read_text("utf8")
     text = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)  # front matter
@@ -148,6 +152,34 @@ def has_assertion(tree: ast.AST) -> bool:
             if name.startswith("assert") or name == "raises":
                 return True
     return False
+
+
+@cache
+def fence_nodes() -> dict[tuple[str, int], list[str]]:
+    """The node ids collected from each page, by (page, fence line)."""
+    nodes: dict[tuple[str, int], list[str]] = {}
+    for node in collected():
+        path, _, rest = node.partition("::")
+        if path.startswith("docs/") and (line := FENCE_LINE.search(rest)):
+            nodes.setdefault((path.removeprefix("docs/"), int(line[1])), []).append(node)
+    return nodes
+
+
+@cache
+def functions_of(file: str) -> dict[str, tuple[ast.FunctionDef, str]]:
+    """Each function of a test file, with its source."""
+    text = (ROOT / file).read_text("utf8")
+    lines = text.splitlines()
+    return {
+        node.name: (node, "\n".join(lines[node.lineno - 1 : node.end_lineno]))
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.FunctionDef)
+    }
+
+
+@cache
+def asserts(code: str) -> bool:
+    return has_assertion(ast.parse(code))
 
 
 def fence_sources(fence: Fence, resolve) -> list[tuple[str, str]]:
@@ -187,12 +219,11 @@ def proof_tier(entry: dict, resolve) -> tuple[list[str], str | None]:
         problems = []
         if "notest" in found.options:
             problems.append(f"proof {proof}: the fence is notest, so it never runs")
-        node = f"docs/{page}::"
-        ours = [c for c in collected() if c.startswith(node) and c.endswith(f"[line:{found.line}]")]
+        ours = fence_nodes().get((page, found.line), [])
         if not ours:
             problems.append(f"proof {proof}: pytest collects no fence at {page}:{found.line}")
         sources = fence_sources(found, resolve)
-        if not any(has_assertion(ast.parse(code)) for _, code in sources):
+        if not any(asserts(code) for _, code in sources):
             problems.append(
                 f"proof {proof} ({page}:{found.line}): no assertion in "
                 + ", ".join(where for where, _ in sources)
@@ -203,20 +234,15 @@ def proof_tier(entry: dict, resolve) -> tuple[list[str], str | None]:
         path = ROOT / test["file"]
         if not path.is_file():
             return [f"proof {proof}: no file {test['file']}"], None
-        text = path.read_text("utf8")
-        functions = {
-            node.name: node
-            for node in ast.walk(ast.parse(text))
-            if isinstance(node, ast.FunctionDef)
-        }
+        functions = functions_of(test["file"])
         if test["name"] not in functions:
             return [f"proof {proof}: {test['file']} defines no {test['name']}"], None
+        function, code = functions[test["name"]]
         problems = []
         if proof not in collected():
             problems.append(f"proof {proof}: pytest does not collect it")
-        if not has_assertion(functions[test["name"]]):
+        if not has_assertion(function):
             problems.append(f"proof {proof}: the test has no assertion")
-        code = ast.get_source_segment(text, functions[test["name"]]) or ""
         return problems, tier_of(code, inner=proof in collected(INNER))
     return [f"proof {proof!r}: neither PAGE.md#FENCE-ID nor tests/FILE.py::TEST"], None
 

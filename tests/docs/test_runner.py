@@ -78,6 +78,10 @@ PAGES = {
 }
 
 
+# Every test here reads one pytest run of its own, in a new process: make test-all's.
+pytestmark = pytest.mark.heavy
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """'passed' or 'failed' for each page, and the whole output under 'output'."""

@@ -66,6 +66,7 @@ def process_state(pid: int) -> str | None:
     return None if state in "ZX" else state
 
 
+@pytest.mark.heavy  # real processes, launched and killed
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
 def test_an_overrun_kills_the_launch_and_its_workers_in_their_own_sessions(tmp_path: Path):
     # a stand-in for torchrun: a worker in a session of its own, as torchrun starts them

@@ -44,6 +44,7 @@ def test_a_missing_snippet_fails_the_build():
         fill("{{ output.nowhere }}")
 
 
+@pytest.mark.heavy  # a new process imports torch
 def test_output_is_what_the_snippet_prints_when_run():
     printed = subprocess.run(
         [sys.executable, str(ROOT / "snippets" / "three_clocks.py")],
