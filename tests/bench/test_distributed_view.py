@@ -60,8 +60,9 @@ def test_the_distributed_figures_are_the_stored_ones():
 
 
 def test_the_distributed_provenance_and_cells():
-    """'This run was measured on ...'; 'Each cell gives the median and, in brackets, how far the
-    runs spread, (slowest - fastest) / median.'"""
+    """'This run was measured on ...'; 'Each time in the save table, and the median rate in the
+    training table, gives the median and, in brackets, how far the runs spread, (slowest -
+    fastest) / median.'"""
     stored = json.loads((COMMITTED.parent / "distributed.json").read_text("utf8"))
     shown = views.view("distributed", stored)
     p, summary = stored["provenance"], shown["provenance"]["summary"]
@@ -73,3 +74,8 @@ def test_the_distributed_provenance_and_cells():
             spread = (max(runs) - min(runs)) / median(runs)
             cell = f"{fmt_time(median(runs))} ({spread * 100:.0f} %)"
             assert cell in shown["save_table_md"], cell
+    for w in stored["train"]["worlds"].values():
+        rates = [r["counted_updates"] / r["loop_s"] for r in w["runs"]]
+        spread = (max(rates) - min(rates)) / median(rates)
+        cell = f"| {median(rates):,.0f} ({spread * 100:.0f} %) |"
+        assert cell in shown["train_table_md"], cell

@@ -137,6 +137,24 @@ def test_quick_run_writes_numbers_outside_the_repo(tmp_path: Path, monkeypatch):
     assert [p.name for p in out.iterdir()] == ["performance.json"]
 
 
+def test_suite_only_times_the_suite_alone_into_the_stored_results(tmp_path: Path, monkeypatch):
+    """'`--suite-only` times the test suite alone': no other measurement runs, and of the
+    stored file only the suite's entry (with its own date) changes."""
+    before = json.loads(COMMITTED.read_text("utf8"))
+    runner.results.write(tmp_path, "performance", before)
+    later = before["suite"] | {"finished": "2027-01-01T00:00:00+00:00"}
+    timed: list[Any] = []
+    monkeypatch.setattr(runner.suite_time, "measure", lambda plan: timed.append(plan) or later)
+    for measurements in runner.MEASUREMENTS.values():
+        for _, module in measurements:
+            monkeypatch.setattr(module, "measure", lambda plan: pytest.fail("measured"))
+
+    assert runner.main(["--suite-only", "--out", str(tmp_path)]) == 0
+
+    assert len(timed) == 1
+    assert runner.results.read(tmp_path, "performance") == before | {"suite": later}
+
+
 @pytest.fixture(scope="module")
 def committed() -> dict:
     assert COMMITTED.exists(), "run `make bench` to measure and write the results"
@@ -217,6 +235,16 @@ def test_the_committed_numbers_support_what_the_page_says(committed: dict, shown
     last = list(sampler["per_k"].values())[-1]["median_s"]
     warm, cold = last["replay"] / last["start"], last["cold_replay"] / last["cold_start"]
     assert 1 < cold < warm
+    # "the start was faster than the replay", warm and cold, at every k: only if its runs
+    # beat the replay's (the summary table's "faster" and the section's sentences)
+    for key, entry in sampler["per_k"].items():
+        for c in shown["sampler"]["per_k"][key]["compare"].values():
+            assert c["winner"] == winner(entry["runs_s"], c["a"], c["b"]), (key, c)
+    for sentence, when in (("start_vs_replay", "warm"), ("cold_start_vs_replay", "cold")):
+        c = shown["sampler"]["compare"][when]
+        assert (" was faster than " in shown["headline"][sentence]) == (c["winner"] is not None)
+        row = shown["table_md"].split("\n")[{"warm": 2, "cold": 4}[when]]  # the summary's
+        assert (" faster |" in row) == (c["winner"] == c["a"]), row
 
     # Every comparison the page words ("was faster than" / "within noise"), from the raw runs.
     for key, size in committed["save"].items():
@@ -250,7 +278,8 @@ def test_the_committed_numbers_support_what_the_page_says(committed: dict, shown
         assert save["met"] == (ratio <= save["threshold"])
 
     # "BLAKE3 is the default because ...": only if it hashed faster in memory beyond noise at
-    # some size and SHA-256 was never faster beyond noise, in memory or while saving.
+    # some size and SHA-256 was never faster beyond noise, in memory, from the file or while
+    # saving.
     choice = shown["hash_choice"]
     default = choice["default"]
     other = next(a for a in HASHES if a != default)
@@ -262,7 +291,13 @@ def test_the_committed_numbers_support_what_the_page_says(committed: dict, shown
         winner(size["runs_s"], f"save_{default}", f"save_{other}")
         for size in committed["save"].values()
     ]
-    contradicted = f"memory_{other}" in memory or f"save_{other}" in saving
+    from_file = [
+        winner(h["runs_s"], f"file_{default}", f"file_{other}")
+        for h in committed["hashing"].values()
+    ]
+    contradicted = (
+        f"memory_{other}" in memory or f"file_{other}" in from_file or f"save_{other}" in saving
+    )
     assert choice["contradicted"] == contradicted
     assert choice["supported"] == (f"memory_{default}" in memory and not contradicted)
     assert ("is the default because" in choice["sentence"]) == choice["supported"]

@@ -53,7 +53,8 @@ def run_once(record: dict[str, Any]):
 
 def test_warm_reuses_one_drawn_order_and_cold_loads_a_fresh_sampler(monkeypatch):
     """'Warm means the epoch's order is already drawn; cold means a fresh sampler, loaded from
-    the checkpoint's state, draws it first.'"""
+    the checkpoint's state, draws it first'; 'the sampler's starts at different k, and its warm
+    and cold timings, are timed one block after another'."""
     made: list[Any] = []
     draws: list[int] = []
     real_randperm = torch.randperm
@@ -86,9 +87,12 @@ def test_warm_reuses_one_drawn_order_and_cold_loads_a_fresh_sampler(monkeypatch)
     plan = dataclasses.replace(QUICK, sampler_examples=800, sampler_ks=(1, 50), min_sample_s=0.0)
     sampler_position.measure(plan)
     *per_k, draw = calls
-    assert len(per_k) == 2 * len(plan.sampler_ks)  # warm, then cold, at each k
+    # one block per k, warm then cold, each interleaving only that k's start and replay:
+    # the starts at different k, and the warm and cold runs, are timed one block after another
+    assert len(per_k) == 2 * len(plan.sampler_ks)
     for warm, cold in zip(per_k[::2], per_k[1::2], strict=True):
         assert warm == {"start": ([], []), "replay": ([], [])}  # the order drawn already
+        assert list(cold) == ["start", "replay"]
         for (fresh,), drawn in (*cold.values(), *draw.values()):
             assert fresh.loaded and fresh.seed == made[0].seed  # the checkpoint's seed
             assert drawn == [plan.sampler_examples]  # draws the epoch's order first

@@ -225,6 +225,35 @@ def test_the_sampler_sentences(runs: dict, shown: dict):
     assert h["cold_speedup"] in (f"{cold:,.0f}×", f"{cold:.2f}×")
 
 
+def test_the_sampler_names_a_winner_only_when_the_runs_separate(runs: dict, shown: dict):
+    """'starting at k was faster' in the summary and the sentences only when the start's
+    slowest run beat the replay's fastest; shown failing on runs made to overlap."""
+    last = runs["sampler"]["per_k"][f"k_{runs['sampler']['ks'][-1]}"]["runs_s"]
+    for when, start, replay in (("warm", "start", "replay"), ("cold", "cold_start", "cold_replay")):
+        said = shown["headline"][f"{'cold_' if when == 'cold' else ''}start_vs_replay"]
+        assert ("faster than the" in said) == beats(last[start], last[replay]), said
+    overlapping = json.loads(json.dumps(runs))
+    mixed = overlapping["sampler"]["per_k"][f"k_{runs['sampler']['ks'][-1]}"]["runs_s"]
+    mixed["replay"] = [min(last["start"]) / 2, *last["replay"]]  # one replay beat every start
+    again = views.view("performance", overlapping)
+    assert "within noise" in again["headline"]["start_vs_replay"]
+    assert "× (within noise) |" in again["table_md"].split("\n")[2]
+
+
+def test_a_hash_that_won_from_the_file_contradicts_the_default():
+    """The hash sentence's 'never faster ..., from the file' is checked, not assumed."""
+    words = views.module("performance").words
+    save = {"gb_1": {"default_hash": "blake3", "label": "1 GB"}}
+    save["gb_1"]["compare"] = {"default_vs_other": {"winner": None}}
+    memory = {"winner": "memory_blake3", "factor": 2.4}
+    hashing = {"gb_1": {"compare": {"memory": memory, "file": {"winner": "file_sha256"}}}}
+    choice = words.hash_choice(save, hashing)
+    assert choice["contradicted"] and not choice["supported"]
+    assert "SHA-256 hashed faster from the file at 1 GB" in choice["sentence"]
+    hashing["gb_1"]["compare"]["file"]["winner"] = None
+    assert words.hash_choice(save, hashing)["supported"]
+
+
 def test_the_save_sentences(runs: dict, shown: dict):
     h, sizes = shown["headline"], list(runs["save"].values())
     for size in sizes:

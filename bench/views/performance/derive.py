@@ -33,12 +33,17 @@ def derive(out: dict[str, Any]) -> None:
 
 def derive_sampler(s: dict[str, Any]) -> None:
     for entry in s["per_k"].values():
-        m = entry["median_s"]
+        m, runs = entry["median_s"], entry["runs_s"]
         entry["speedup"] = m["replay"] / m["start"]
         entry["cold_speedup"] = m["cold_replay"] / m["cold_start"]
+        entry["compare"] = {
+            "warm": compare(runs, "start", "replay"),
+            "cold": compare(runs, "cold_start", "cold_replay"),
+        }
     first, last = s["per_k"][f"k_{s['ks'][0]}"], s["per_k"][f"k_{s['ks'][-1]}"]
     s["flat_ratio"] = last["median_s"]["start"] / first["median_s"]["start"]
     s["speedup"], s["cold_speedup"] = last["speedup"], last["cold_speedup"]
+    s["compare"] = last["compare"]  # at the largest k, as the page words them
 
 
 def derive_save(save: dict[str, Any]) -> None:

@@ -23,8 +23,9 @@ def hash_choice(save: dict[str, Any], hashing: dict[str, Any]) -> dict[str, Any]
     """Whether this run's numbers support the default hash, and the sentence that says why.
 
     Supported: the default hashed faster in memory beyond noise at one size or more, and the
-    other was never faster beyond noise, in memory or while saving. Contradicted: the other was
-    faster beyond noise somewhere. Anything else is inconclusive, and the sentence says so."""
+    other was never faster beyond noise, in memory, from the file or while saving. Contradicted:
+    the other was faster beyond noise somewhere. Anything else is inconclusive, and the sentence
+    says so."""
     default = next(iter(save.values()))["default_hash"]
     other = next(a for a in HASH_NAMES if a != default)
     d, o = HASH_NAMES[default], HASH_NAMES[other]
@@ -33,9 +34,12 @@ def hash_choice(save: dict[str, Any], hashing: dict[str, Any]) -> dict[str, Any]
     memory_wins = [k for k, w in memory.items() if w == f"memory_{default}"]
     memory_ties = [k for k, w in memory.items() if w is None]
     memory_losses = [k for k, w in memory.items() if w == f"memory_{other}"]
+    file_losses = [
+        k for k, h in hashing.items() if h["compare"]["file"]["winner"] == f"file_{other}"
+    ]
     write_wins = [k for k, w in writing.items() if w == f"save_{default}"]
     write_losses = [k for k, w in writing.items() if w == f"save_{other}"]
-    contradicted = bool(memory_losses or write_losses)
+    contradicted = bool(memory_losses or file_losses or write_losses)
     supported = bool(memory_wins) and not contradicted
     wins = [hashing[k]["compare"]["memory"]["factor"] for k in memory_wins]
 
@@ -52,11 +56,13 @@ def hash_choice(save: dict[str, Any], hashing: dict[str, Any]) -> dict[str, Any]
             sentence += f" (within noise at {at(memory_ties)} in this run)"
         if write_wins:
             sentence += f", and saving with it was faster beyond noise at {at(write_wins)}"
-        sentence += f"; {o} was never faster beyond noise"
+        sentence += f"; {o} was never faster beyond noise, in memory, from the file or while saving"
     elif contradicted:
         reasons = []
         if memory_losses:
             reasons.append(f"{o} hashed faster in memory at {at(memory_losses)}")
+        if file_losses:
+            reasons.append(f"{o} hashed faster from the file at {at(file_losses)}")
         if write_losses:
             reasons.append(f"saving with {o} was faster at {at(write_losses)}")
         sentence = f"The default is {d}, but this run does not support it: {'; '.join(reasons)}"
@@ -112,6 +118,10 @@ def headline(out: dict[str, Any]) -> dict[str, str]:
         "start_last": fmt_duration(last["start"]),
         "replay_last": fmt_duration(last["replay"]),
         "sampler_speedup": fmt_speedup(s["speedup"]),
+        "start_vs_replay": outcome(s["compare"]["warm"], sampler_names(""), fmt=fmt_duration),
+        "cold_start_vs_replay": outcome(
+            s["compare"]["cold"], sampler_names("cold_"), fmt=fmt_duration
+        ),
         "sampler_flat": f"{s['flat_ratio']:.2f}×",
         "sampler_shape": sampler_shape(s),
         "cold_speedup": fmt_speedup(s["cold_speedup"]),
@@ -214,6 +224,11 @@ def suite_words(suite: dict[str, Any]) -> dict[str, str]:
         "make_test_slowest_s": f"{folders[slowest]:.1f} s" if slowest else missing,
         "make_test_without_slowest": f"{summed - folders[slowest]:.1f} s" if slowest else missing,
     }
+
+
+def sampler_names(prefix: str) -> dict[str, str]:
+    cold = "cold " if prefix else ""
+    return {f"{prefix}start": f"the {cold}start", f"{prefix}replay": f"the {cold}replay"}
 
 
 def save_names() -> dict[str, str]:
