@@ -168,6 +168,15 @@ def fmt_duration(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} µs" if seconds < 1e-3 else fmt_time(seconds)
 
 
+def decimal_size(n: float) -> str:
+    """10 MB, 100 MB, 1 GB: the save sizes, named as the pages name them."""
+    for unit, size in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
 def fmt_span(values: list[float], fmt: Callable[[float], str]) -> str:
     low, high = fmt(values[0]), fmt(values[1])
     return low if low == high else f"{low} to {high}"

@@ -14,7 +14,7 @@ import statistics
 from typing import Any
 
 from .. import provenance
-from ..timing import compare, fmt_time, outcome, spread
+from ..timing import compare, decimal_size, fmt_time, outcome, spread
 
 SAVE_NAMES = {
     "floor": "torch.save + fsync in one process",
@@ -37,15 +37,6 @@ def view(results: dict[str, Any]) -> dict[str, Any]:
     out["provenance"] = provenance.worded(results["provenance"])
     out["provenance"]["summary"] += "; " + out["headline"]["setup"]
     return out
-
-
-def decimal_size(n: float) -> str:
-    """10 MB, 100 MB: the save sizes, named as the page names them."""
-    for unit, size in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if n >= size:
-            value = n / size
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.2f} {unit}"
-    return f"{n:.0f} B"
 
 
 def fmt_ratio(ratio: float) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...timing import compare, spread
-from .rules import GB, HASH_NAMES, decimal_size, target
+from ...timing import compare, decimal_size, spread
+from .rules import GB, HASH_NAMES, target
 
 
 def method(plan: dict[str, Any]) -> str:

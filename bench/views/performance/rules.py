@@ -73,15 +73,6 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def decimal_size(n: float) -> str:
-    """10 MB, 100 MB, 1 GB: the save sizes, named as the page names them."""
-    for unit, size in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if n >= size:
-            value = n / size
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.2f} {unit}"
-    return f"{n:.0f} B"
-
-
 def listing(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
