@@ -1,5 +1,7 @@
-"""The loop's cheaper loss sum logs exactly what zeros-then-add logged (no timing here: see
-`make bench` for what the loop costs)."""
+"""The loop logs, bit for bit, each window's micro-batch losses over the window's examples
+added in order from zero (no timing here: see `make bench` for what the loop costs). Starting
+from the first loss instead gives the same bits (0 + x is x), so this checks the sum and its
+order, not how the accumulator is made."""
 
 from __future__ import annotations
 
