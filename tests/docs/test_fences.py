@@ -31,7 +31,7 @@ def collected_fences() -> Counter:
     ranks to `make test-all`), as this session collected them when it collected the pages
     (tests/support/collection.py)."""
     ids = collection.collected(ROOT, ["docs"]).ids
-    found = Counter()
+    found: Counter[tuple[str, int]] = Counter()
     for node in ids:
         if "::[CodeFence#" in node:
             item = FENCE_ITEM.fullmatch(node)
