@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -20,22 +21,34 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 
-def collected_per_page() -> Counter:
-    """How many items pytest itself collects from each page, in any tier (whatever the
-    selection: `make test`'s leaves the blocks that start gloo ranks to `make test-all`), as
-    this session collected them when it collected the pages (tests/support/collection.py)."""
+# A page's item, as pytest-markdown-docs names it: docs/PAGE.md::[CodeFence#N][line:L]
+FENCE_ITEM = re.compile(r"(?P<page>[^:]+)::\[CodeFence#\d+\]\[line:(?P<line>\d+)\]")
+
+
+def collected_fences() -> Counter:
+    """The (page, line of the opening fence) of every item pytest itself collects from the
+    pages, in any tier (whatever the selection: `make test`'s leaves the blocks that start gloo
+    ranks to `make test-all`), as this session collected them when it collected the pages
+    (tests/support/collection.py)."""
     ids = collection.collected(ROOT, ["docs"]).ids
-    return Counter(node.split("::")[0] for node in ids if "::[CodeFence#" in node)
+    found: Counter[tuple[str, int]] = Counter()
+    for node in ids:
+        if "::[CodeFence#" in node:
+            item = FENCE_ITEM.fullmatch(node)
+            assert item, node
+            found[item["page"], int(item["line"])] += 1
+    return found
 
 
 def test_every_python_fence_is_collected():
-    expected = Counter()
-    for page in pages(DOCS):
-        count = len(runnable_python(page.read_text("utf8")))
-        if count:
-            expected[str(page.relative_to(ROOT))] = count
+    """Exactly the python fences not marked notest, each once: the same pages and lines."""
+    expected = Counter(
+        (str(page.relative_to(ROOT)), fence.line)
+        for page in pages(DOCS)
+        for fence in runnable_python(page.read_text("utf8"))
+    )
     assert expected, "no python fences found at all"
-    assert collected_per_page() == expected
+    assert collected_fences() == expected
 
 
 @pytest.mark.parametrize("page", pages(DOCS), ids=lambda p: str(p.relative_to(DOCS)))
