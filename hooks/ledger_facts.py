@@ -131,11 +131,16 @@ def claims_stated_list() -> str:
     )
 
 
+# The page that lists the corrections has its own table of them (docs/changes.md).
+CORRECTIONS_PAGE = "changes.md"
+
+
 def claims_corrections() -> str:
+    """The ledger's entries with `corrects`, of every page but the one listing them."""
     return "\n".join(
         f"- The course text: {e['corrects']} Here: {e['claim']} ([where]({e['page']}))"
         for e in ledger()["claims"]
-        if e.get("corrects")
+        if e.get("corrects") and e["page"].partition("#")[0] != CORRECTIONS_PAGE
     )
 
 

@@ -1,23 +1,25 @@
 """Run the ledger's proofs on other torch releases and record, per claim, what happened.
 
-    python -m versions                    # torch 2.8.0, the newest pip installs, and .venv's
+    python -m versions                    # torch 2.8.0, a bare `torch`, and .venv's
     python -m versions --torch 2.8.0      # one release
     python -m versions --record-only      # rewrite the results from the last runs' raw files
 
 Each release gets an environment of its own under build/torch-SPEC (a CUDA build of torch
 from the registry, 5.5-6.5 GB with its nvidia packages; it runs on the CPU), with the
 project's other pins and the lab installed without dependencies, so the pin on 2.13.0 does
-not pull torch back. "newest" is whatever pip installs for a bare `torch` here; the results
+not pull torch back. "newest" is what pip installs for a bare `torch` when that environment is
+made; it is reused while its stamp (the spec, the pins, pyproject.toml) matches. The results
 are named by the version the environment reports, never by a version typed here.
 
-In each environment pytest runs every block on the pages and every test the ledger names as a
-proof, as a plain `pytest` does (the slow and full tiers left out: they are recorded as not
-run). The results land in docs/assets/versions/torch-VERSION.json: when the run began, the
-commit it ran (and whether the tree had uncommitted changes), and for each claim of the
+In each environment pytest runs the pages' python blocks (those not marked `notest`) and every
+test the ledger names as a proof, as a plain `pytest` does (the slow and full tiers left out:
+they are recorded as not run). The results land in docs/assets/versions/torch-VERSION.json:
+when the run began, the commit it ran (and whether the tree had uncommitted changes), the
+Python, NumPy and safetensors the environment reports, the command, and for each claim of the
 ledger `passed`, `failed` with where (the fence and its line, `PAGE.md#ID, line N of the
 block`, or a test's page line) and the message, or `not run` and why, with the digest of the
-proof as it stood when the run began (versions/proofs.py). The site's *Other torch releases*
-page renders these files.
+proof's text as it stood when the run began (versions/proofs.py). The site's *Other torch
+releases* page renders these files.
 """
 
 from __future__ import annotations
@@ -166,12 +168,21 @@ def verdict(
     return {"result": "not run", "message": why}
 
 
+# What each environment reports, recorded with its results: the page names the NumPy and
+# safetensors the runs had from these, not from the environment that builds the site.
+DESCRIBED = ("torch", "python", "numpy", "safetensors")
+
+
 def describe(python: Path) -> dict[str, str]:
-    script = "import torch, sys; print(torch.__version__); print(sys.version.split()[0])"
+    script = (
+        "import sys, numpy, safetensors, torch\n"
+        "print(torch.__version__, sys.version.split()[0], numpy.__version__,"
+        " safetensors.__version__)"
+    )
     out = subprocess.run(
         [str(python), "-c", script], capture_output=True, text=True, check=True
     ).stdout.split()
-    return {"torch": out[0], "python": out[1]}
+    return dict(zip(DESCRIBED, out, strict=True))
 
 
 def record(spec: str, raw: Path, summary: str) -> Path:
@@ -196,6 +207,8 @@ def record(spec: str, raw: Path, summary: str) -> Path:
         "torch": versions["torch"],
         "release": release,
         "python": versions["python"],
+        "numpy": versions["numpy"],
+        "safetensors": versions["safetensors"],
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, no GPU",
         "date": began["started"][:10],
         "started": began["started"],

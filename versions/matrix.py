@@ -37,6 +37,36 @@ def runs() -> list[dict]:
     return sorted(found, key=lambda run: release_key(run["release"]))
 
 
+# The run the page calls the newest: the one made in the environment of a bare `torch`
+# (versions/__main__.py), whatever its release, not the highest release recorded.
+NEWEST_COMMAND = "python -m versions --torch newest"
+
+
+def newest_run() -> dict:
+    for run in runs():
+        if run.get("command") == NEWEST_COMMAND:
+            return run
+    raise LookupError(f"no run recorded by `{NEWEST_COMMAND}` in {RESULTS.relative_to(ROOT)}")
+
+
+def libraries() -> str:
+    """The NumPy and safetensors each run recorded: 'NumPy 2.4.6 and safetensors 0.8.0 on every
+    release' when every run recorded the same, else release by release."""
+    said = [
+        (run["release"], f"NumPy {run['numpy']} and safetensors {run['safetensors']}")
+        if {"numpy", "safetensors"} <= set(run)
+        else (run["release"], "not recorded")
+        for run in runs()
+    ]
+    if len({words for _, words in said}) == 1:
+        return (
+            "not recorded by any run"
+            if said[0][1] == "not recorded"
+            else f"{said[0][1]} on every release"
+        )
+    return "; ".join(f"on {release}, {words}" for release, words in said)
+
+
 def run_of(release: str) -> dict:
     for run in runs():
         if run["release"] == release.split("+")[0]:
@@ -65,8 +95,9 @@ def result(run: dict, claim_id: str) -> dict:
 
 
 def changed_between(old: str, new: str) -> list[dict]:
-    """Claims whose proof, as it stands now, fails on `old` and passes on `new`: a result
-    recorded for an earlier text of the proof does not count."""
+    """Claims whose proof fails on `old` and passes on `new`, both recorded with the proof's
+    text as it is now (versions/proofs.py: a block with what it includes, a test function's
+    source; not the code they call): a result recorded for an earlier text does not count."""
     before, after = run_of(old), run_of(new)
     now = proof_digests(claims())
 
@@ -140,8 +171,8 @@ def not_run() -> str:
 
 
 def edited_since() -> list[dict]:
-    """Claims whose proof is not, now, the one some run recorded (or that a run recorded
-    without its proof's digest)."""
+    """Claims whose proof's text is not, now, the one some run recorded (or that a run
+    recorded without its proof's digest)."""
     now = proof_digests(claims())
     return [
         c
@@ -154,10 +185,10 @@ def edited_since() -> list[dict]:
 def edited_sentence() -> str:
     edited = edited_since()
     if not edited:
-        return "Proofs edited since the runs: none."
+        return "Proofs whose text changed since the runs: none."
     return (
-        f"Proofs edited since the runs: {len(edited)} (or recorded without their text), "
-        "whose results above are for the earlier proofs."
+        f"Proofs whose text changed since the runs: {len(edited)} (or recorded without it); "
+        "their results above are for the earlier text."
     )
 
 
@@ -197,22 +228,27 @@ def matrix() -> str:
 
 def value(name: str, installed: str) -> str:
     """`{{ versions.NAME }}`; `installed` is the torch the site is built with."""
-    oldest, newest = runs()[0]["release"], runs()[-1]["release"]
+    oldest = runs()[0]["release"]
+
+    def newest() -> str:
+        return newest_run()["release"]
+
     values = {
         "oldest": lambda: oldest,
         "installed": lambda: installed.split("+")[0],
         "dates": lambda: ", ".join(sorted({run["date"] for run in runs()})),
         "commits": commits,
+        "libraries": libraries,
         "not_run": not_run,
         "edited": edited_sentence,
         "edited_count": lambda: str(len(edited_since())),
-        "newest": lambda: newest,
+        "newest": newest,
         "summary": summary_table,
         "matrix": matrix,
         "changed": lambda: failure_table(oldest, changed_between(oldest, installed)),
         "changed_count": lambda: str(len(changed_between(oldest, installed))),
-        "newest_failures": lambda: failure_table(newest, failing_on(newest)),
-        "newest_failure_count": lambda: str(len(failing_on(newest))),
+        "newest_failures": lambda: failure_table(newest(), failing_on(newest())),
+        "newest_failure_count": lambda: str(len(failing_on(newest()))),
         "oldest_failure_count": lambda: str(len(failing_on(oldest))),
     }
     if name not in values:

@@ -14,6 +14,7 @@ import tomllib
 from pathlib import Path
 
 import torch
+from hook_loading import load_hook
 
 import versions.__main__ as recorder
 from versions import matrix
@@ -21,6 +22,7 @@ from versions.__main__ import nodes_of, verdict
 from versions.proofs import digest, fence_where, proof_digests
 
 ROOT = Path(__file__).resolve().parents[2]
+ledger_facts = load_hook("ledger_facts")
 
 
 def entries() -> list[dict]:
@@ -32,7 +34,8 @@ def test_runs_are_recorded_for_the_course_release_the_pinned_one_and_a_newer_one
     installed = torch.__version__.split("+")[0]
     assert "2.8.0" in releases, "no run of torch 2.8.0: make test-versions"
     assert installed in releases, f"no run of the installed torch {installed}"
-    assert matrix.release_key(releases[-1]) > matrix.release_key(installed), releases
+    newest = matrix.newest_run()["release"]
+    assert matrix.release_key(newest) > matrix.release_key(installed), releases
     for run in matrix.runs():
         assert run["torch"].startswith(run["release"]) and run["pytest"], run["release"]
 
@@ -152,6 +155,79 @@ def test_a_run_is_a_plain_pytest_of_the_pages_and_of_every_test_proof(tmp_path, 
     }
 
 
+def test_the_newest_run_is_the_one_made_with_a_bare_torch(tmp_path, monkeypatch):
+    """The page's newest release is the run of `--torch newest`, whose environment asks pip
+    for `torch` with no version, once: a matching stamp reuses it."""
+    assert matrix.newest_run() in matrix.runs()  # one of the recorded runs
+    assert matrix.newest_run()["command"] == matrix.NEWEST_COMMAND
+    assert matrix.value("newest", torch.__version__) == matrix.newest_run()["release"]
+    ran: list[list[str]] = []
+
+    def run(command, **options):
+        ran.append(command)
+        (tmp_path / "torch-newest" / "bin").mkdir(parents=True, exist_ok=True)
+
+    monkeypatch.setattr(recorder, "BUILD", tmp_path)
+    monkeypatch.setattr(recorder.subprocess, "run", run)
+    recorder.make_environment("newest")
+    installs = [c for c in ran if "install" in c and "-e" not in c]
+    (words,) = installs
+    assert "torch" in words and not any(w.startswith("torch=") for w in words)
+    ran.clear()
+    recorder.make_environment("newest")  # stamped: reused, nothing installed
+    assert ran == []
+
+
+def test_the_page_names_the_libraries_each_run_recorded(monkeypatch):
+    def run(release: str, **libraries: str) -> dict:
+        return {"release": release, **libraries}
+
+    same = {"numpy": "2.4.6", "safetensors": "0.8.0"}
+    monkeypatch.setattr(matrix, "runs", lambda: [run("2.8.0", **same), run("2.13.0", **same)])
+    assert matrix.libraries() == "NumPy 2.4.6 and safetensors 0.8.0 on every release"
+    other = {"numpy": "2.3.0", "safetensors": "0.8.0"}
+    monkeypatch.setattr(matrix, "runs", lambda: [run("2.8.0", **other), run("2.13.0", **same)])
+    assert matrix.libraries() == (
+        "on 2.8.0, NumPy 2.3.0 and safetensors 0.8.0; on 2.13.0, NumPy 2.4.6 and safetensors 0.8.0"
+    )
+    monkeypatch.setattr(matrix, "runs", lambda: [run("2.8.0"), run("2.13.0", **same)])
+    assert matrix.libraries() == (
+        "on 2.8.0, not recorded; on 2.13.0, NumPy 2.4.6 and safetensors 0.8.0"
+    )
+    monkeypatch.setattr(matrix, "runs", lambda: [run("2.8.0"), run("2.13.0")])
+    assert matrix.libraries() == "not recorded by any run"
+
+
+def test_a_proofs_digest_covers_its_text_and_includes_not_what_it_calls(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "shown.py").write_text("x = 1\n", "utf8")
+    fence = '```{.python #block}\n--8<-- "shown.py"\nassert x == 1\n```\n'
+    (tmp_path / "docs" / "p.md").write_text(fence, "utf8")
+    test = "def helper():\n    return 1\n\n\ndef test_t():\n    assert helper() == 1\n"
+    (tmp_path / "tests" / "t.py").write_text(test, "utf8")
+    entries = [{"id": "b", "proof": "p.md#block"}, {"id": "t", "proof": "tests/t.py::test_t"}]
+    before = proof_digests(entries, tmp_path)
+    (tmp_path / "tests" / "t.py").write_text(test.replace("return 1", "return 2"), "utf8")
+    assert proof_digests(entries, tmp_path) == before  # the helper it calls: not covered
+    (tmp_path / "shown.py").write_text("x = 2\n", "utf8")
+    (tmp_path / "tests" / "t.py").write_text(test.replace("== 1", "== 2"), "utf8")
+    after = proof_digests(entries, tmp_path)
+    assert set(after) == {"b", "t"} and after["b"] != before["b"] and after["t"] != before["t"]
+
+
+def test_the_corrections_listed_are_those_of_the_other_pages(monkeypatch):
+    claims = [
+        {"id": "here", "page": "changes.md#a", "claim": "A.", "corrects": "said a."},
+        {"id": "there", "page": "update-loop.md#b", "claim": "B.", "corrects": "said b."},
+        {"id": "none", "page": "update-loop.md#b", "claim": "C."},
+    ]
+    monkeypatch.setattr(ledger_facts, "ledger", lambda: {"claims": claims})
+    assert ledger_facts.claims_corrections() == (
+        "- The course text: said b. Here: B. ([where](update-loop.md#b))"
+    )
+
+
 def test_every_release_runs_with_the_other_pins_of_the_project():
     pins = recorder.other_pins()
     assert not any(p.startswith("torch==") for p in pins)
@@ -171,11 +247,13 @@ def test_the_record_keeps_when_the_run_began_its_commit_and_each_proofs_digest(
     began |= {"uncommitted_changes": False, "proofs": {"b": "d1"}}
     raw.with_suffix(".run.json").write_text(json.dumps(began), "utf8")
     monkeypatch.setattr(recorder, "RESULTS", tmp_path)
-    monkeypatch.setattr(recorder, "describe", lambda python: {"torch": "9.9.9", "python": "3"})
+    described = {"torch": "9.9.9", "python": "3", "numpy": "2.0", "safetensors": "0.1"}
+    monkeypatch.setattr(recorder, "describe", lambda python: described)
     ledger = [{"id": "b", "status": "make-test", "proof": "x.md#bad"}]
     monkeypatch.setattr(recorder, "ledger", lambda: ledger)
     written = json.loads(recorder.record("installed", raw, "1 failed").read_text("utf8"))
     assert (written["date"], written["commit"]) == ("2031-02-03", "c0ffee")
+    assert (written["numpy"], written["safetensors"]) == ("2.0", "0.1")
     assert written["claims"]["b"] == {
         "result": "failed",
         "where": "x.md#bad, line 4 of the block",
@@ -203,10 +281,10 @@ def test_the_pages_figures_come_from_the_runs(monkeypatch):
     assert matrix.failing_on("2.13.0") == []
     assert matrix.not_run() == "1 in the slow or full tier"
     assert [c["id"] for c in matrix.edited_since()] == ["b"]
-    assert matrix.edited_sentence().startswith("Proofs edited since the runs: 1 (or")
+    assert matrix.edited_sentence().startswith("Proofs whose text changed since the runs: 1 (or")
     assert matrix.commits() == "`c0ffeec0ffee`"
     monkeypatch.setattr(matrix, "proof_digests", lambda claims: {"b": "old"})
-    assert matrix.edited_sentence() == "Proofs edited since the runs: none."
+    assert matrix.edited_sentence() == "Proofs whose text changed since the runs: none."
 
 
 def test_the_recorder_gives_each_claim_the_verdict_of_its_proof(tmp_path):
