@@ -8,7 +8,9 @@ pages. Not a hook of its own: hooks/build_facts.py registers it for the prefix `
 
 The demo runs with the lab's default configuration, in a temporary folder; nothing is written
 into the repository. It and the curves are computed once for the lab's code and this file
-(hooks/build_cache.py): a build after an edit elsewhere reuses them.
+(hooks/build_cache.py): a build after an edit elsewhere reuses them. lab.md says what the run
+shows (B on A, C off it from the update after the kill): a run that does not show it fails the
+build (`check_shown`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 import build_cache
@@ -57,8 +60,35 @@ def run_demo() -> dict[str, Any]:
             }
     finally:
         torch.set_num_threads(threads)
+    check_shown(report, histories)
     summary = format_report(report, Path("demo"))
     return {"report": report, "summary": summary, "histories": histories}
+
+
+def check_shown(report: dict[str, Any], histories: dict[str, list[dict[str, Any]]]) -> None:
+    """What lab.md says of the run it shows, on the losses the figure draws: B's equal A's at
+    every update, C's equal A's up to the kill and differ at the update after it, the report's
+    first divergence is that update, and the demo's own verdict passed."""
+    from resume_lab.experiment import demo_passed
+
+    loss = {run: {r["step"]: r["loss"] for r in histories[run]} for run in "ABC"}
+    after_kill = report["kill_at"] + 1
+    parted = min((s for s, x in loss["A"].items() if loss["C"].get(s) != x), default=None)
+    wrong = [
+        text
+        for text, failed in (
+            ("the demo's verdict is FAIL", not demo_passed(report)),
+            ("B's loss differs from A's", loss["B"] != loss["A"]),
+            (f"C's loss parts from A's at update {parted}", parted != after_kill),
+            ("the report's first divergence", report["first_divergent_step"] != after_kill),
+        )
+        if failed
+    ]
+    if wrong:
+        raise PluginError(
+            f"lab.md says B stays on A and C leaves it at update {after_kill}, "
+            f"but in this run: {'; '.join(wrong)}"
+        )
 
 
 def curves_png() -> bytes:

@@ -68,7 +68,9 @@ def python_rng_as_tuple(state: dict) -> None:
 
 
 state, _ = load_checkpoint(checkpoint)
-# The history is not in the checkpoint: only how much of the log is its own.
+# The history is not in the checkpoint: only a mark of the log (its length and
+# hash).
+assert set(state[keys.HISTORY]) == {"records", "bytes", "hash", "digest"}
 assert state[keys.HISTORY]["records"] == KILL_AT
 assert len((checkpoint.parent / "history.jsonl").read_text().splitlines()) == 50
 sizes = [("the lab's state.pt", saved_size(state))]
