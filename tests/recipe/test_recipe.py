@@ -45,6 +45,7 @@ from recipe_runs import (
 
 from bench import provenance
 from resume_lab.atomic import atomic_write_bytes
+from resume_lab.compare import same_bytes
 
 # A run that crosses epochs (1600 examples / 32 = 50 micro-batches, 16 windows of 3 and a
 # short one of 2 in each) and stops early (5 evaluations without a better one), at update 120.
@@ -86,9 +87,7 @@ def assert_bitwise(path: Path, expected: dict[str, torch.Tensor]) -> None:
     got = weights(path)
     assert list(got) == list(expected)
     for key, tensor in expected.items():
-        assert got[key].dtype == tensor.dtype and got[key].shape == tensor.shape, key
-        # bytes, not values: torch.equal would take -0.0 for 0.0
-        assert got[key].view(-1).view(torch.uint8).equal(tensor.view(-1).view(torch.uint8)), key
+        assert same_bytes(got[key], tensor), key  # bytes: torch.equal takes -0.0 for 0.0
 
 
 def listing(run: Path) -> list[str]:

@@ -52,6 +52,7 @@ import torch
 from torchrun import lab_env
 
 from bench import provenance
+from resume_lab.compare import same_bytes
 from resume_lab.launcher import descendants, kill_tree
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,15 +149,6 @@ def sigterm(proc: subprocess.Popen[bytes]) -> None:
 
 def weights(folder: Path) -> dict[str, torch.Tensor]:
     return torch.load(folder / "final.pt", weights_only=True)
-
-
-def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Same dtype, shape and bytes: torch.equal would take -0.0 for 0.0."""
-    return (
-        a.dtype == b.dtype
-        and a.shape == b.shape
-        and torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
-    )
 
 
 def bitwise_equal(a: Path, b: Path) -> bool:
