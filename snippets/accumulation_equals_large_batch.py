@@ -27,6 +27,11 @@ def worst(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).abs().max().item()
 
 
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit for bit: compared as integers (torch.equal takes -0.0 for 0.0)."""
+    return torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
 big_batch = flat_grad([N], lambda n: n)  # one batch of 32, mean loss
 
 # Four equal micro-batches of 8: each micro-batch mean, divided by K.
@@ -54,7 +59,7 @@ assert 1e-3 < err_mean_over_k < 1e-1
 assert err_mean_over_k > 1e5 * err_sum_over_n
 # Forgetting 1/K multiplies the accumulated gradient by exactly K (K = 4 is a
 # power of two)...
-assert torch.equal(forgot_k, K * accumulated)
+assert same_bits(forgot_k, K * accumulated)
 # ...and so matches K x the big batch only to round-off, not bitwise.
 assert 0 < err_forgot < 1e-6
 
@@ -65,5 +70,5 @@ print(f"  12+12+8, mean / K      {err_mean_over_k:.2e}")
 print(f"  12+12+8, sum / {N}      {err_sum_over_n:.2e}")
 print(
     f"forgot / K == {K} x accumulated, bitwise: "
-    f"{torch.equal(forgot_k, K * accumulated)}"
+    f"{same_bits(forgot_k, K * accumulated)}"
 )
