@@ -150,10 +150,19 @@ def weights(folder: Path) -> dict[str, torch.Tensor]:
     return torch.load(folder / "final.pt", weights_only=True)
 
 
+def same_bytes(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """Same dtype, shape and bytes: torch.equal would take -0.0 for 0.0."""
+    return (
+        x.dtype == y.dtype
+        and x.shape == y.shape
+        and torch.equal(x.reshape(-1).view(torch.uint8), y.reshape(-1).view(torch.uint8))
+    )
+
+
 def bitwise_equal(a: Path, b: Path) -> bool:
-    """The same keys, and every tensor equal (torch.equal: same shape, dtype and values)."""
+    """The same keys, and every tensor the same bytes."""
     x, y = weights(a), weights(b)
-    return list(x) == list(y) and all(torch.equal(x[k], y[k]) for k in x)
+    return list(x) == list(y) and all(same_bytes(x[k], y[k]) for k in x)
 
 
 def sha256(path: Path) -> str:
