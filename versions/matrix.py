@@ -107,11 +107,32 @@ def changed_between(old: str, new: str) -> list[dict]:
     return [
         c
         for c in claims()
-        if result(before, c["id"])["result"] == "failed"
+        if "requires" not in c
+        and result(before, c["id"])["result"] == "failed"
         and result(after, c["id"])["result"] == "passed"
         and current(before, c["id"])
         and current(after, c["id"])
     ]
+
+
+def cannot_run_on(release: str) -> list[dict]:
+    """Claims whose proof fails on `release` because it calls an API that release lacks
+    (`requires:` in the ledger): not a change of the claim, so not in changed_between."""
+    run = run_of(release)
+    return [c for c in claims() if "requires" in c and result(run, c["id"])["result"] == "failed"]
+
+
+def requirement_table(release: str) -> str:
+    chosen = cannot_run_on(release)
+    if not chosen:
+        return f"None: no proof needs an API that torch {run_of(release)['torch']} lacks."
+    run = run_of(release)
+    lines = ["| claim | what its proof needs | where it fails |", "| --- | --- | --- |"]
+    for c in chosen:
+        where = result(run, c["id"]).get("where", c["proof"])
+        needs = c["requires"].replace("|", "\\|")
+        lines.append(f"| {claim_link(c)} | {needs} | `{where}` |")
+    return "\n".join(lines)
 
 
 def failing_on(release: str) -> list[dict]:
@@ -217,11 +238,18 @@ def failure_table(release: str, chosen: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def mark(claim: dict, run: dict) -> str:
+    found = result(run, claim["id"])["result"]
+    if found == "failed" and "requires" in claim:
+        return "cannot run: an API it needs is absent"
+    return MARK.get(found, "—")
+
+
 def matrix() -> str:
     header = " | ".join(f"torch {run['release']}" for run in runs())
     lines = [f"| claim | {header} |", "| --- |" + " --- |" * len(runs())]
     for c in claims():
-        cells = " | ".join(MARK.get(result(r, c["id"])["result"], "—") for r in runs())
+        cells = " | ".join(mark(c, r) for r in runs())
         lines.append(f"| {claim_link(c)} | {cells} |")
     return "\n".join(lines)
 
@@ -247,6 +275,8 @@ def value(name: str, installed: str) -> str:
         "matrix": matrix,
         "changed": lambda: failure_table(oldest, changed_between(oldest, installed)),
         "changed_count": lambda: str(len(changed_between(oldest, installed))),
+        "cannot_run": lambda: requirement_table(oldest),
+        "cannot_run_count": lambda: str(len(cannot_run_on(oldest))),
         "newest_failures": lambda: failure_table(newest(), failing_on(newest())),
         "newest_failure_count": lambda: str(len(failing_on(newest()))),
         "oldest_failure_count": lambda: str(len(failing_on(oldest))),

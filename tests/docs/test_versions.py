@@ -77,9 +77,7 @@ def test_every_change_the_page_shows_is_declared_by_its_entry():
     installed = torch.__version__.split("+")[0]
     oldest = matrix.runs()[0]["release"]
     undeclared = [
-        c["id"]
-        for c in matrix.changed_between(oldest, installed)
-        if "changed_since" not in c and "requires" not in c
+        c["id"] for c in matrix.changed_between(oldest, installed) if "changed_since" not in c
     ]
     assert not undeclared, (
         f"fail on {oldest} and pass on {installed}, with no changed_since: {undeclared}"
@@ -271,15 +269,31 @@ def test_the_pages_figures_come_from_the_runs(monkeypatch):
 
     slow = {"result": "not run", "message": "in the slow or full tier"}
     runs = [
-        run("2.8.0", a={"result": "failed"}, b={"result": "passed", "proof_digest": "old"}, c=slow),
         run(
-            "2.13.0", a={"result": "passed"}, b={"result": "passed", "proof_digest": "old"}, c=slow
+            "2.8.0",
+            a={"result": "failed"},
+            b={"result": "passed", "proof_digest": "old"},
+            c=slow,
+            d={"result": "failed"},
+        ),
+        run(
+            "2.13.0",
+            a={"result": "passed"},
+            b={"result": "passed", "proof_digest": "old"},
+            c=slow,
+            d={"result": "passed"},
         ),
     ]
+    ledger = [{"id": i, "proof": "x.md#p"} for i in "abc"]
+    ledger.append({"id": "d", "proof": "x.md#q", "requires": "an API 2.8.0 lacks"})
     monkeypatch.setattr(matrix, "runs", lambda: runs)
-    monkeypatch.setattr(matrix, "claims", lambda: [{"id": i} for i in "abc"])
+    monkeypatch.setattr(matrix, "claims", lambda: ledger)
     monkeypatch.setattr(matrix, "proof_digests", lambda claims: {"b": "new"})
+    # d fails on 2.8.0 for want of an API: it cannot run there, which is not a change
     assert [c["id"] for c in matrix.changed_between("2.8.0", "2.13.0")] == ["a"]
+    assert [c["id"] for c in matrix.cannot_run_on("2.8.0")] == ["d"]
+    assert matrix.mark(ledger[3], runs[0]).startswith("cannot run")
+    assert matrix.mark(ledger[0], runs[0]) == "**fails**"
     assert matrix.failing_on("2.13.0") == []
     assert matrix.not_run() == "1 in the slow or full tier"
     assert [c["id"] for c in matrix.edited_since()] == ["b"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import os
 import re
 import sys
 import threading
@@ -33,6 +34,19 @@ class _TolerantLoader(yaml.SafeLoader):
     """mkdocs.yml uses tags (`!ENV`, `!!python/name:`) that only MkDocs resolves."""
 
 
+def _environment_value(loader: yaml.SafeLoader, node: yaml.Node) -> str | None:
+    """`!ENV NAME` or `!ENV [NAME, ..., default]` as MkDocs reads it (pyyaml_env_tag): the
+    first name set in the environment, else the default. The site the tests build sees the
+    same environment, so a REPO_URL build links where the tests look."""
+    if isinstance(node, yaml.ScalarNode):
+        names, default = [loader.construct_scalar(node)], None
+    else:
+        items = [loader.construct_object(item) for item in node.value]
+        names, default = (items[:-1], items[-1]) if len(items) > 1 else (items, None)
+    return next((os.environ[n] for n in names if os.environ.get(n)), default)
+
+
+_TolerantLoader.add_constructor("!ENV", _environment_value)
 _TolerantLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
 _TolerantLoader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, s, node: None)
 
