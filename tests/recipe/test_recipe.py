@@ -792,6 +792,7 @@ def record(
     results = {
         "campaign": tally,
         "campaign_seed": CAMPAIGN_SEED,
+        "compared": f"{same_bytes.__module__}.{same_bytes.__qualname__}",  # final.pt's tensors
         "options": {k.removeprefix("--").replace("-", "_"): int(v) for k, v in OPTIONS.items()},
         "reference": {
             "stopped_early_at": reference.progress["update"],

@@ -457,6 +457,7 @@ def test_random_kills_leave_latest_verified_at_once_and_resume_bitwise(tmp_path:
         "steps": CAMPAIGN_STEPS,
         "save_every": 1,
         "kills": tally["kills"],
+        "compared": f"{same_bytes.__module__}.{same_bytes.__qualname__}",  # final.pt's tensors
         "victims": {"one_rank": tally["one rank"], "whole_job": tally["the whole job"]},
         "mid_save": tally["mid_save"],
         "verified_at_once": tally["verified_at_once"],
