@@ -111,6 +111,7 @@ def test_resume_at_every_kill_point_is_bitwise_exact(tmp_path: Path, mode):
             accumulations="1, 2 and 3",
             negative_controls=sum(r["points"] for r in results.values()),
             losses=sum(len(r["mismatches"]) for r in results.values()),
+            compared=f"{tensors_equal.__module__}.{tensors_equal.__qualname__}",
         )
 
 
