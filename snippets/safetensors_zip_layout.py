@@ -56,7 +56,8 @@ assert (
     contents[".storage_alignment"] == b"64"
     and contents["byteorder"] == b"little"
 )
-# The storages are the tensors' raw little-endian bytes, nothing added.
+# The storages are the tensors' raw bytes in this machine's order (as
+# tobytes gives them), nothing added.
 assert sorted(storages.values()) == sorted(
     t.numpy().tobytes() for t in state.values()
 )
