@@ -231,7 +231,7 @@ def test_the_committed_numbers_support_what_the_page_says(committed: dict, shown
     # "a replay grows with k"
     replays = [e["median_s"]["replay"] for e in sampler["per_k"].values()]
     assert replays == sorted(replays)
-    # "in a fresh process both pay for drawing the order, so the gap is smaller"
+    # "cold, a fresh sampler on both paths pays for drawing the order, so the gap is smaller"
     last = list(sampler["per_k"].values())[-1]["median_s"]
     warm, cold = last["replay"] / last["start"], last["cold_replay"] / last["cold_start"]
     assert 1 < cold < warm

@@ -49,7 +49,7 @@ def table_md(out: dict[str, Any]) -> str:
         "sampler_flat",
     )
     row(
-        f"… in a fresh process, k = {k:,}",
+        f"… cold (a fresh sampler), k = {k:,}",
         f"draw the order, start at k: {fmt_duration(last['cold_start'])}",
         f"draw the order, replay: {fmt_duration(last['cold_replay'])}",
         speedup(s["cold_speedup"], s["compare"]["cold"]),
