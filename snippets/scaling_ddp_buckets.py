@@ -53,5 +53,10 @@ def ddp_buckets(rank: int, world_size: int) -> dict[str, Any]:
 
     ddp = DistributedDataParallel(watched)
     ddp.register_comm_hook(None, hook)
-    backward_passes(ddp, rank)
-    return {"names": names, "grads": reduced, "buckets": buckets}
+    hooked = backward_passes(ddp, rank)  # its sums, to hold against DDP's
+    return {
+        "names": names,
+        "grads": reduced,
+        "hooked": hooked,
+        "buckets": buckets,
+    }
