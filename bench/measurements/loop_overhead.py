@@ -1,5 +1,6 @@
-"""The loop: Trainer.fit with every callback the CLI installs against a bare loop doing the same
-arithmetic on the same objects (checked: both end with bitwise-equal weights).
+"""The loop: Trainer.fit with the lab's policy callbacks (not the PreemptionFlag that `resume-lab
+train` adds) against a bare loop doing the same arithmetic on the same objects (checked: both end
+with bitwise-equal weights).
 
 Timed from the first update to the last update boundary: the one-off save when fit() ends is not
 in it. The Checkpoint callback writes to a RAM-backed folder when there is one, so its saves cost
@@ -114,7 +115,8 @@ def bare_loop(
 def trainer_loop(
     config: LabConfig, data, updates: int, folder: Path
 ) -> tuple[dict[str, float], nn.Module, list[tuple[float, float]]]:
-    """Trainer.fit with every callback `resume-lab train` installs, and EarlyStopping."""
+    """Trainer.fit with EarlyStopping (from build_trainer), Checkpoint, TimeBudget, StopAfter and
+    Progress; not the PreemptionFlag that `resume-lab train` adds."""
     for old in folder.iterdir():  # checkpoint directories, pointers, history.jsonl
         if old.is_dir() and not old.is_symlink():
             shutil.rmtree(old)

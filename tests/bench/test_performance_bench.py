@@ -277,9 +277,9 @@ def test_the_committed_numbers_support_what_the_page_says(committed: dict, shown
     else:
         assert save["met"] == (ratio <= save["threshold"])
 
-    # "BLAKE3 is the default because ...": only if it hashed faster in memory beyond noise at
-    # some size and SHA-256 was never faster beyond noise, in memory, from the file or while
-    # saving.
+    # "The default is BLAKE3, and this run supports it: ...": only if it hashed faster in
+    # memory beyond noise at some size and SHA-256 was never faster beyond noise, in memory,
+    # from the file or while saving.
     choice = shown["hash_choice"]
     default = choice["default"]
     other = next(a for a in HASHES if a != default)
@@ -300,7 +300,7 @@ def test_the_committed_numbers_support_what_the_page_says(committed: dict, shown
     )
     assert choice["contradicted"] == contradicted
     assert choice["supported"] == (f"memory_{default}" in memory and not contradicted)
-    assert ("is the default because" in choice["sentence"]) == choice["supported"]
+    assert ("and this run supports it" in choice["sentence"]) == choice["supported"]
     assert ("does not support" in choice["sentence"]) == contradicted
     if None in memory:
         assert "within noise" in choice["sentence"]

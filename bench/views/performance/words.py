@@ -49,7 +49,8 @@ def hash_choice(save: dict[str, Any], hashing: dict[str, Any]) -> dict[str, Any]
     if supported:
         low, high = min(wins), max(wins)
         speed = f"{low:.1f}×" if high - low < 0.05 else f"{low:.1f}× to {high:.1f}×"
-        sentence = f"{d} is the default because it hashed {speed} faster than {o} in memory"
+        sentence = f"The default is {d}, and this run supports it: {d} hashed {speed} faster"
+        sentence += f" than {o} in memory"
         sentence += " at every size" if not memory_ties else f" at {at(memory_wins)}"
         sentence += ", beyond noise"
         if memory_ties:
