@@ -1,8 +1,8 @@
 """Content hashes: computed while a file is written, or streamed from disk.
 
 Two algorithms are accepted everywhere a digest is checked. BLAKE3 is the
-default for new checkpoints because it is about three times faster than
-SHA-256 here (the performance page measures both); SHA-256 stays readable for
+default for new checkpoints because it is faster than SHA-256 (the
+performance page measures both, on this machine); SHA-256 stays readable for
 manifests that name it.
 """
 
