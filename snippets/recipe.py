@@ -335,7 +335,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.device == "cuda":  # untested here: this machine has no GPU
-        # the reproducibility notes ask for it with deterministic algorithms
+        # torch 2.4's reproducibility notes asked for it with deterministic ops
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.backends.cudnn.benchmark = False
     torch.use_deterministic_algorithms(True)
