@@ -1,5 +1,5 @@
-"""The lab's configuration: every setting that changes the training trajectory,
-and nothing else."""
+"""The lab's configuration: the settings that decide what is trained, and
+nothing else."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ class LabConfig:
     """Settings that decide the trajectory. A checkpoint stores them; a resume
     must match them.
 
-    Run options that do not change the trajectory (how often to save, how many
-    files to keep, a time budget) are deliberately not here, so changing them
-    never blocks a resume.
+    Run options (how often to save, how many files to keep, a time budget,
+    the reduction on several processes) are not here, so changing them never
+    blocks a resume.
     """
 
     seed: int = 0  # init, dropout and data order of a fresh run

@@ -38,8 +38,9 @@ class RunFolderError(Exception):
 
 @dataclass(frozen=True)
 class TrainOptions:
-    """How to run, as opposed to what to train (LabConfig): none of these
-    change the trajectory, so changing them never blocks a resume."""
+    """How to run, as opposed to what to train (LabConfig): changing these
+    never blocks a resume. The saving options leave the trajectory bit for
+    bit; fixed_reduction=False (DDP's own reduction) may change its bits."""
 
     folder: Path
     config: LabConfig = field(default_factory=LabConfig)
