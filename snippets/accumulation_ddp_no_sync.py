@@ -47,7 +47,7 @@ def accumulate(
         synced = last_of_window or not no_sync
         with nullcontext() if synced else model.no_sync():
             loss = F.cross_entropy(model(xb), yb) / K
-            # inside no_sync: add into the local .grad, nothing sent;
+            # inside no_sync: add into the local .grad, no all-reduce;
             # outside: add, then average the whole .grad across ranks
             loss.backward()
         seen.append([p.grad.clone() for p in model.parameters()])
