@@ -99,6 +99,11 @@ shapes = [
 ]
 assert shapes == [(K, K * MICRO), (K, K * MICRO), (3, 24)] * EPOCHS
 (full_micro, full), (short_micro, short) = shapes[0], shapes[-1]
+# Each micro-batch's mean divided by K weighs a short window's example 1/32:
+# the gradient of the window's loss with respect to each example's loss.
+per_example = torch.ones(short, requires_grad=True)
+sum(chunk.mean() / K for chunk in per_example.split(MICRO)).backward()
+assert torch.equal(per_example.grad, torch.full((short,), 1 / full))
 micro_steps, sizes = zip(*shapes, strict=True)
 assert [r["micro"] for r in log] == list(itertools.accumulate(micro_steps))
 assert [r["examples"] for r in log] == list(itertools.accumulate(sizes))
