@@ -71,6 +71,22 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Saved:
     return store.read(checkpoint)
 
 
+def stateful_callbacks(trainer: Trainer) -> dict[str, Any]:
+    """The trainer's callbacks that have a state_key, by that key. Two with
+    the same key are refused: one's state would overwrite the other's."""
+    found: dict[str, Any] = {}
+    for cb in trainer.callbacks:
+        if cb.state_key in found:
+            raise ValueError(
+                f"two callbacks have state_key {cb.state_key!r}: "
+                f"{type(found[cb.state_key]).__name__} and "
+                f"{type(cb).__name__}; give one a distinct state_key"
+            )
+        if cb.state_key:
+            found[cb.state_key] = cb
+    return found
+
+
 # --8<-- [start:training_state]
 def training_state(
     trainer: Trainer,
@@ -93,9 +109,8 @@ def training_state(
         # the process's generators, or one per logical shard
         keys.RNG: trainer.rng.state_dict(),
         keys.CALLBACKS: {
-            cb.state_key: cb.state_dict()
-            for cb in trainer.callbacks
-            if cb.state_key
+            key: cb.state_dict()
+            for key, cb in stateful_callbacks(trainer).items()
         },
         keys.HISTORY: history_mark,
         keys.CONFIG: trainer.config.to_dict(),
@@ -250,15 +265,12 @@ def resume(
         where.parent / HISTORY_LOG, state[keys.HISTORY]
     )
     saved_callbacks = state[keys.CALLBACKS]
-    for callback in trainer.callbacks:
-        if callback.state_key is None:
-            continue
-        if callback.state_key not in saved_callbacks:
+    for key, callback in stateful_callbacks(trainer).items():
+        if key not in saved_callbacks:
             raise CheckpointError(
-                f"{where}: holds no state for the "
-                f"{callback.state_key!r} callback"
+                f"{where}: holds no state for the {key!r} callback"
             )
-        callback.load_state_dict(saved_callbacks[callback.state_key])
+        callback.load_state_dict(saved_callbacks[key])
     # Last: building the objects above drew from the RNG (init); the next
     # draw must be the first dropout mask of update step + 1, exactly as in
     # the run that saved this file.

@@ -77,6 +77,33 @@ def test_resuming_a_stopped_run_stays_stopped(tmp_path: Path):
     assert again.fit(EARLY.steps) == EARLY_STOPPING and again.step == a.step
 
 
+def test_two_callbacks_with_one_state_key_are_refused(tmp_path: Path):
+    """One state would overwrite the other in the checkpoint: saving and resuming refuse."""
+
+    class Counter(Callback):
+        state_key = "counter"
+
+    class Tally(Counter):  # inherits the key
+        pass
+
+    message = "two callbacks have state_key 'counter': Counter and Tally; give one a distinct"
+    trainer = build_trainer(LabConfig(steps=4), init_seed=0, callbacks=[Counter(), Tally()])
+    trainer.fit(2)
+    with pytest.raises(ValueError, match=message):
+        save_training(trainer, tmp_path)
+    trainer.callbacks = [Counter()]
+    save_training(trainer, tmp_path)
+    again = build_trainer(LabConfig(steps=4), init_seed=0, callbacks=[Counter(), Tally()])
+    with pytest.raises(ValueError, match=message):
+        resume(again, tmp_path)
+    # with its own key, the second one is saved beside the first
+    Tally.state_key = "tally"
+    trainer.callbacks = [Counter(), Tally()]
+    save_training(trainer, tmp_path)
+    state, _ = load_checkpoint(tmp_path / LAST)
+    assert set(state[keys.CALLBACKS]) == {"counter", "tally"}
+
+
 def test_other_configuration_is_refused(tmp_path: Path):
     trainer = build_trainer(LabConfig(steps=20), init_seed=0)
     trainer.fit(5)
