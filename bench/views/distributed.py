@@ -207,6 +207,9 @@ def headline(out: dict[str, Any]) -> dict[str, str]:
     by_world = [v["sentence"] for v in worlds.values() if v["sentence"]]
     return {
         "save_world": str(w),
+        "save_sync": "with an `os.sync()` before each"
+        if save["sync_before_save"]
+        else "with no `os.sync()` between them",
         "save_sizes": listing([s["label"] for s in sizes]),
         "save_repeats": str(save["repeats"]),
         "save_largest": largest["label"],

@@ -38,6 +38,7 @@ def test_the_distributed_sentences():
         for w in worlds
     ]
     assert h["outside_update"].startswith(f"{outside[0] * 1e3:.2f} ms at W = 1")
+    assert h["save_sync"].startswith("with an") == stored["save"]["sync_before_save"]
     # the state is the save section's: 16 float32 tensors
     assert {size["tensors"] for size in sizes} == {16}
 

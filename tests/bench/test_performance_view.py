@@ -200,6 +200,7 @@ def test_every_target_is_judged_by_the_rule_and_counted(runs: dict, shown: dict)
     h = shown["headline"]
     assert h["targets_met"] == str(sum(m is True for m in expected.values()))
     assert h["targets_judged"] == str(sum(m is not None for m in expected.values()))
+    assert h["targets_not_met"] == str(sum(m is False for m in expected.values()))
     assert h["targets_noisy"] == str(sum(m is None for m in expected.values()))
 
 
@@ -307,6 +308,18 @@ def test_the_verify_and_load_sentences(runs: dict, shown: dict):
     assert h["meta_file"].endswith("GB") and float(h["meta_file"][:-3]) == round(file / GB, 2)
     assert h["meta_anon"] == views.module("performance").fmt_bytes(max(0, anon))
     assert h["plain_ratio"] == f"{median(plain) / vl['model_bytes']:.2f}×"
+
+
+def test_the_peak_reset_and_sync_clauses_follow_the_record(runs: dict, shown: dict):
+    """'as every stored run did' only when every load path reset its peak; the os.sync()
+    clause only when the plan synced before each save."""
+    h, words = shown["headline"], views.module("performance").words
+    reset = all(p["peak_reset"] for p in runs["verify_load"]["paths"].values())
+    assert (h["peak_reset"] == "as every stored run did") == reset
+    assert h["save_sync"].startswith("with an") == runs["plan"]["sync_before_save"]
+    paths = {"meta_mmap": {"peak_reset": True}, "plain": {"peak_reset": False}}
+    said = words.peak_reset(paths)
+    assert "every" not in said and "the plain load" in said and "meta" not in said
 
 
 def test_the_loop_sentences(runs: dict, shown: dict):

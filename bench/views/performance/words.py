@@ -93,6 +93,25 @@ def sampler_shape(s: dict[str, Any]) -> str:
     return f"at k = {at} even the fastest run took more than {times:g}× the smallest k's slowest"
 
 
+LOAD_NAMES = {
+    "load_checkpoint": "load_checkpoint",
+    "meta_mmap": "meta + mmap + assign",
+    "plain": "the plain load",
+}
+
+
+def peak_reset(paths: dict[str, Any]) -> str:
+    """Whether every stored load run could reset its high-water mark, and if not, which paths
+    have a run whose mark counts from the process's start."""
+    unreset = [LOAD_NAMES.get(how, how) for how, p in paths.items() if not p["peak_reset"]]
+    if not unreset:
+        return "as every stored run did"
+    return (
+        f"which at least one run of {listing(unreset)} could not do (such a run's mark counts "
+        "from the start of its process)"
+    )
+
+
 def headline(out: dict[str, Any]) -> dict[str, str]:
     """Ready-to-print strings for the page."""
     s, vl, loop, suite, t = (out[k] for k in ("sampler", "verify_load", "loop", "suite", "targets"))
@@ -173,6 +192,10 @@ def headline(out: dict[str, Any]) -> dict[str, str]:
         "lab_load_ratio": f"{lab['peak_ratio']:.2f}×",
         "lab_load_ratio_max": f"{lab['peak_ratio_max']:.3f}×",
         "lab_vs_plain": lab_vs_plain,
+        "peak_reset": peak_reset(vl["paths"]),
+        "save_sync": "with an `os.sync()` before every timed save"
+        if out["plan"]["sync_before_save"]
+        else "with no `os.sync()` between the timed saves",
         "loop_updates": f"{loop['updates']:,}",
         "trainer_rate": f"{loop['updates_per_s']['trainer']:,.0f}",
         "bare_rate": f"{loop['updates_per_s']['bare']:,.0f}",
@@ -188,6 +211,7 @@ def headline(out: dict[str, Any]) -> dict[str, str]:
         else "in the temporary folder",
         "targets_met": str(sum(x["met"] is True for x in t.values())),
         "targets_judged": str(sum(x["met"] is not None for x in t.values())),
+        "targets_not_met": str(sum(x["met"] is False for x in t.values())),
         "targets_noisy": str(sum(x["verdict"] == TOO_NOISY for x in t.values())),
     }
     return words | suite_words(suite)
