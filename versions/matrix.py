@@ -209,7 +209,7 @@ def edited_sentence() -> str:
         return "Proofs whose text changed since the runs: none."
     return (
         f"Proofs whose text changed since the runs: {len(edited)} (or recorded without it); "
-        "their results above are for the earlier text."
+        "their results on this page are for the earlier text."
     )
 
 
