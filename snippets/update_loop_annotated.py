@@ -1,5 +1,5 @@
-"""One update = a window of up to K micro-batches; log once per update, sync
-only there."""
+"""One update = a window of up to K micro-batches; log once per update, and
+call .item() only there."""
 
 import itertools
 import math
@@ -56,7 +56,7 @@ for epoch in range(EPOCHS):
     for window in windows(epoch):
         # The divisor: known before the first backward.
         n = sum(len(idx) for idx in window)
-        loss_sum = torch.zeros(())  # stays a tensor inside the loop: no sync
+        loss_sum = torch.zeros(())  # a tensor to the log point: no .item()
         for idx in window:
             loss = F.cross_entropy(model(X[idx]), Y[idx], reduction="sum") / n
             loss.backward()  # adds into .grad
@@ -70,7 +70,7 @@ for epoch in range(EPOCHS):
         opt.zero_grad(set_to_none=True)
         step += 1  # clock 2: updates (schedule, evaluation, checkpoints)
         examples += n  # clock 3: data
-        # The log point: the only .item() calls of the update.
+        # The log point: the only .item() calls written in this loop.
         loss_value, norm_value = loss_sum.item(), grad_norm.item()
         now = time.perf_counter()  # after the syncs: the update's work is done
         log.append(
@@ -99,11 +99,29 @@ shapes = [
 ]
 assert shapes == [(K, K * MICRO), (K, K * MICRO), (3, 24)] * EPOCHS
 (full_micro, full), (short_micro, short) = shapes[0], shapes[-1]
-# Each micro-batch's mean divided by K weighs a short window's example 1/32:
-# the gradient of the window's loss with respect to each example's loss.
-per_example = torch.ones(short, requires_grad=True)
-sum(chunk.mean() / K for chunk in per_example.split(MICRO)).backward()
-assert torch.equal(per_example.grad, torch.full((short,), 1 / full))
+
+
+def weights(size: int, share) -> torch.Tensor:
+    """Each example's weight in a window of `size` examples whose micro-batch
+    losses are `share(losses)`: the gradient of the window's loss with
+    respect to each example's loss."""
+    per_example = torch.ones(size, requires_grad=True)
+    sum(share(chunk) for chunk in per_example.split(MICRO)).backward()
+    return per_example.grad
+
+
+def mean_over_k(chunk):
+    return chunk.mean() / K
+
+
+# The short window: means over K weigh each example 1/32, sums over n 1/24.
+assert torch.equal(weights(short, mean_over_k), torch.full((short,), 1 / full))
+by_n = weights(short, lambda chunk: chunk.sum() / short)
+assert torch.equal(by_n, torch.full((short,), 1 / short))
+# A full window: sums over n = 32 and means over K weigh every example alike.
+assert torch.equal(
+    weights(full, lambda chunk: chunk.sum() / full), weights(full, mean_over_k)
+)
 micro_steps, sizes = zip(*shapes, strict=True)
 assert [r["micro"] for r in log] == list(itertools.accumulate(micro_steps))
 assert [r["examples"] for r in log] == list(itertools.accumulate(sizes))
