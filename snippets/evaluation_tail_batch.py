@@ -1,5 +1,7 @@
 """A mean of batch means gives a short last batch the weight of a full one."""
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -54,10 +56,11 @@ moves = {
     where: mean_of_means(flipped(i)) - mean_of_acc_means
     for where, i in (("tail", len(y) - 1), ("full", 0))
 }
-overweight = round(abs(moves["tail"] / moves["full"]))
-assert overweight == full // tail == 20
-# Sums over counts: any one example moves the accuracy by 1 / 410.
-for i in (len(y) - 1, 0):
+ratio = abs(moves["tail"] / moves["full"])
+assert math.isclose(ratio, full / tail, rel_tol=1e-3) and full / tail == 20
+overweight = round(ratio)
+# Sums over counts: each of the 410 examples moves the accuracy by 1 / 410.
+for i in range(len(y)):
     move = flipped(i).sum().item() / len(y) - metrics["val_accuracy"]
     assert abs(abs(move) - 1 / len(y)) < 1e-9
 

@@ -17,7 +17,7 @@ def evaluate(
 
     Batches are slices of the tensors, not a DataLoader: creating a DataLoader
     iterator without its own generator draws from the global torch RNG even
-    with shuffle=False, and that would shift every later dropout mask of the
+    with shuffle=False, and that would change the next dropout mask of the
     training run.
     """
     was_training = model.training
