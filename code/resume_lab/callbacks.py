@@ -88,10 +88,11 @@ class EarlyStopping(Callback):
 # --8<-- [start:checkpoint_callback]
 class Checkpoint(Callback):
     """Commit a checkpoint every `every` updates, at each new best and when
-    a run stops; `last` names the newest, `best` the best. The same saver
-    for any store and any world size: every rank writes, rank 0 commits
-    and moves the pointers. `asynchronous`: training goes on while a DCP
-    store writes, and the commit waits until the write has finished."""
+    a run stops; `last` names the newest, `best` the best. The store is
+    the one-file store for one process, DCP for logical shards; with W
+    ranks, every rank writes, rank 0 commits and moves the pointers.
+    `asynchronous` (DCP only): training goes on while the store writes,
+    and the commit waits until the write has finished."""
 
     state_key = "checkpoint"
 
@@ -224,8 +225,8 @@ class StopAfter(Callback):
 
 # --8<-- [start:time_budget]
 class TimeBudget(Callback):
-    """Stop at an update boundary while there is still time for the last
-    save."""
+    """Stop at the first update boundary from which one more update, as
+    long as the last, would reach the budget; the save is not budgeted."""
 
     def __init__(
         self, seconds: float, clock: Callable[[], float] = time.monotonic

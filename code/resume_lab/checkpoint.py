@@ -300,7 +300,6 @@ def load_checkpoint(
 
     The state file is opened once: the handle that was hashed is the handle
     that is unpickled, so a file renamed over it in between changes nothing.
-    Nothing is read into memory but the tensors themselves.
     """
     checkpoint = locate(path)
     state_path = checkpoint / file if checkpoint.is_dir() else checkpoint

@@ -56,9 +56,8 @@ class PreemptionFlag(Callback):
         """Handle `signums` inside the block.
 
         restore=False ignores them after it, until the process exits: a signal
-        that lands after the save must not turn "saved, exit 75" into a kill
-        (and Python resets its own handlers to the default while it shuts
-        down)."""
+        that lands after the save must not turn "saved, exit 75" into a
+        kill."""
         previous = {
             signum: signal.signal(signum, self._handle) for signum in signums
         }

@@ -24,7 +24,8 @@ DATA_POSITION = "data_position"
 RNG = "rng"  # torch, Python and NumPy generator states (see rng.py)
 # {callback name: its state_dict()}: early stopping, checkpoint schedule
 CALLBACKS = "callbacks"
-HISTORY = "history"  # list of per-update records
+# {"records", "bytes", "hash", "digest"}: the history.jsonl records it owns
+HISTORY = "history"
 # LabConfig.to_dict(): a resumed run must be the same experiment
 CONFIG = "config"
 VERSIONS = "versions"  # torch / numpy / python versions that wrote the file
