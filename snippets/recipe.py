@@ -4,9 +4,10 @@
                      [--save-every 20] [--seed 0] [--device cpu|cuda]
 
 Kill it (kill -9 too), even mid-save, and run the same command again: it
-ends with the weights of a run never interrupted, bit for bit. Exit codes: 0
-done (DIR/final.pt is the model's state_dict), 75 stopped by SIGTERM or SIGINT
-(rerun to resume), 1 a checkpoint refused or an error, 2 bad options.
+ends with the weights of a run never interrupted, bit for bit. Exit codes:
+0 done, DIR/final.pt the model's state_dict (or --help); 75 SIGTERM/SIGINT
+in training, saved: rerun to resume; 1 a damaged or foreign checkpoint, or
+an error; 2 bad options, or not the options the folder was made with.
 """
 
 import argparse
@@ -31,7 +32,7 @@ MICRO_BATCH = 32  # examples per forward pass
 EVAL_EVERY = 10  # updates between evaluations
 PATIENCE = 5  # evaluations without a new best before stopping early
 KEEP_LAST = 2  # checkpoints kept besides the best one
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: "try again later" to a scheduler
+EXIT_PREEMPTED = 75  # os.EX_TEMPFAIL: a temporary failure, to retry
 SAME_RUN = ("steps", "accum", "seed", "device")  # a resume must not change
 STATE_KEYS = {"model", "optimizer", "scheduler", "progress", "rng"}
 
@@ -46,7 +47,7 @@ class Refused(Exception):
 
 # ---- Your experiment: replace these three with your data, model, optimizer
 def make_data(seed: int) -> tuple[torch.Tensor, ...]:
-    """Four overlapping Gaussian blobs in 16-D: 1,600 train, 400 validation."""
+    """Four Gaussian blobs in 16-D: 1,600 train, 400 validation."""
     g = torch.Generator().manual_seed(seed)
     centers = torch.randn(4, 16, generator=g)
     y = torch.randint(0, 4, (2000,), generator=g)
@@ -58,8 +59,7 @@ def make_model() -> nn.Module:
     return nn.Sequential(
         nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.1),
         nn.Linear(64, 64), nn.ReLU(), nn.Dropout(0.1),
-        nn.Linear(64, 4),
-    )  # fmt: skip
+        nn.Linear(64, 4))  # fmt: skip
 
 
 def make_optimizer(model: nn.Module, steps: int) -> tuple[Any, Any]:
@@ -191,7 +191,7 @@ def load_checkpoint(folder: Path, options: dict[str, Any]) -> Any:
     path = folder / "state.pt"
     if hashlib.sha256(data).hexdigest() != digest:
         raise Refused(f"refused {path}: its SHA-256 is not the manifest's")
-    try:  # weights_only: nothing outside torch's allowlist, never code
+    try:  # weights_only: calls nothing outside torch's allowlist
         state = torch.load(io.BytesIO(data), "cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError):
         state = None

@@ -2,6 +2,7 @@
 seen."""
 
 import math
+import warnings
 
 import torch
 import torch.nn as nn
@@ -43,13 +44,22 @@ assert sched.last_epoch == UPDATES and sched.get_last_lr()[0] == 0.0
 # too early.
 sgd = torch.optim.SGD(model.parameters(), lr=1.0)
 lost = torch.optim.lr_scheduler.LambdaLR(sgd, cosine)
+weights = {k: t.clone() for k, t in model.state_dict().items()}
 lr_after_micro = []
-for _ in range(K * UPDATES):
-    # No gradients are set, so this moves nothing; it keeps the call order
-    # right.
-    sgd.step()
-    lost.step()
-    lr_after_micro.append(lost.get_last_lr()[0])
+with warnings.catch_warnings():
+    warnings.simplefilter("error")  # a warning would stop the loop
+    for _ in range(K * UPDATES):
+        # No gradient is set, so this moves nothing; without it, the
+        # scheduler would warn that it steps before its optimizer.
+        sgd.step()
+        lost.step()
+        lr_after_micro.append(lost.get_last_lr()[0])
+assert all(torch.equal(t, weights[k]) for k, t in model.state_dict().items())
+bare = torch.optim.SGD(model.parameters(), lr=1.0)  # never stepped
+with warnings.catch_warnings(record=True) as warned:
+    warnings.simplefilter("always")
+    torch.optim.lr_scheduler.LambdaLR(bare, cosine).step()
+assert any("before `optimizer.step()`" in str(w.message) for w in warned)
 first_zero = lr_after_micro.index(0.0) + 1  # after this many micro-batches
 assert first_zero == UPDATES  # the horizon, counted in micro-batches
 ended_at_update = math.ceil(first_zero / K)  # the update that micro-batch is in

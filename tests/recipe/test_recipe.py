@@ -3,8 +3,9 @@
 Every run here is checked against one uninterrupted run of the same options: `final.pt`
 equal bit for bit (same keys, dtypes, shapes and bytes of every tensor). Runs are forked from this
 process, which imported torch and the recipe once (tests/support/recipe_runs.py); what only a
-new process shows (exit codes and stderr of `python snippets/recipe.py`, a real SIGKILL and a
-real SIGTERM) runs as one, four in all. The slow tier is a random-kill campaign.
+new process shows (exit codes and stderr of `python snippets/recipe.py`, a real SIGKILL and the
+same command run again to the end, a real SIGTERM and a real SIGINT) runs as one, seven in all.
+The slow tier is a random-kill campaign.
 """
 
 from __future__ import annotations
@@ -280,9 +281,15 @@ def test_a_kill_between_the_pointer_swaps_keeps_the_best_checkpoint(recipe, refe
     best = (reference.run / "best").read_text()
     update = int(best.removeprefix("step-"))  # the last new best: nothing later moves `best`
     killed(recipe, run, logs, Kill("after the best swap, before the latest swap", update))
-    rerun(recipe, run, logs, reference)
+    older = (run / "latest").read_text()
+    assert older < best  # the kill left the older `latest`
+    committed = {p.name: p.stat().st_ino for p in [run / best, *(run / best).iterdir()]}
+    done = rerun(recipe, run, logs, reference)
+    # The rerun resumes from it, redoes the updates up to the one `best` names, finds that
+    # save's folder committed and keeps it (the same files), and swaps the pointers.
+    assert done.lines[0] == f"resumed from {run}/{older} at update {int(older[5:])}"
+    assert {p.name: p.stat().st_ino for p in [run / best, *(run / best).iterdir()]} == committed
     assert (run / "best").read_text() == best
-    assert (run / best).is_dir()
 
 
 @FORKS_RUNS
@@ -467,6 +474,27 @@ def test_a_folder_made_with_other_options_is_refused_naming_the_option(
     assert done.out == "" and snapshot(run) == before
 
 
+@FORKS_RUNS
+def test_a_folder_made_with_another_device_is_refused_naming_it(recipe, saved, tmp_path):
+    """No GPU here: the folder's manifest is edited to say it was made with --device cuda,
+    and the run with --device cpu (the default) is refused in one line, exit code 2."""
+    run = tmp_path / "run"
+    shutil.copytree(saved, run)
+    path = run / (run / "latest").read_text() / "manifest.json"
+    manifest = json.loads(path.read_bytes())
+    assert manifest["options"]["device"] == "cpu"
+    manifest["options"]["device"] = "cuda"
+    path.write_text(json.dumps(manifest))
+    before = snapshot(run)
+    done = fork_run(recipe, argv(run), tmp_path / "logs")
+    assert done.code == 2, done.err
+    assert one_line(done.err) == (
+        f"recipe.py: {run} was made with --device cuda, not cpu: "
+        "use the same or another --output-dir\n"
+    )
+    assert done.out == "" and snapshot(run) == before
+
+
 BAD_OPTIONS = {
     "--steps 0": (["--steps", "0"], "--steps must be at least 1"),
     "--steps x": (["--steps", "x"], "--steps: invalid int value: 'x'"),
@@ -502,7 +530,7 @@ def test_bad_options_exit_2_in_one_line(recipe, tmp_path: Path, case: str):
 # keep the default.
 TIMEOUT_REAL = 120
 ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}
-SIGKILL_AFTER, SIGTERM_AFTER = 16, 37  # lines printed before the signal
+SIGKILL_AFTER, SIGTERM_AFTER, SIGINT_AFTER = 16, 37, 52  # lines printed before the signal
 # `python -c DISK_FULL_AT_10 snippets/recipe.py ARGV`: the recipe, run as its own `__main__`
 # would run it, but every write into the save of update 10 fails as a full disk does.
 DISK_FULL_AT_10 = """\
@@ -522,13 +550,15 @@ sys.exit(recipe.main(sys.argv[2:]))
 
 @dataclass
 class Real:
-    """The five real processes of the quick tier, started together (see the fixture)."""
+    """Six real processes of the quick tier, started together (see the fixture); the
+    SIGKILL test starts a seventh, the same command run again."""
 
     bad_options: subprocess.Popen[str]
     forged: subprocess.Popen[str]
     full_disk: subprocess.Popen[str]
     sigkill: HeldBack
     sigterm: HeldBack
+    sigint: HeldBack
     folder: Path
 
 
@@ -562,6 +592,12 @@ def real(
             folder / "sigterm.err",
             env=ONE_THREAD,
         ),
+        HeldBack(
+            argv(folder / "sigint"),
+            reference.allowed(SIGINT_AFTER),
+            folder / "sigint.err",
+            env=ONE_THREAD,
+        ),
         folder,
     )
     yield processes
@@ -571,6 +607,7 @@ def real(
         process.communicate()
     processes.sigkill.close()
     processes.sigterm.close()
+    processes.sigint.close()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -617,10 +654,11 @@ def test_a_real_process_ends_with_a_traceback_and_exit_1_on_a_full_disk(real: Re
 
 
 @FORKS_RUNS
-def test_a_real_sigkill_then_the_same_command_resumes_bitwise(recipe, reference, real, tmp_path):
+def test_a_real_sigkill_then_the_same_command_resumes_bitwise(reference, real):
     """The process prints 16 lines, computes update 17 (the short window that ends epoch 0)
-    and blocks printing it: SIGKILL. `latest` (update 15) verifies at once; the rerun
-    crosses the epoch boundary again and ends bitwise."""
+    and blocks printing it: SIGKILL. `latest` (update 15) verifies at once; the same command,
+    run again in a new process (one thread, as the killed one), crosses the epoch boundary
+    again and ends bitwise."""
     run = real.folder / "sigkill"
     real.sigkill.wait_full()
     code, out, err = real.sigkill.kill()
@@ -629,9 +667,15 @@ def test_a_real_sigkill_then_the_same_command_resumes_bitwise(recipe, reference,
     progress = verify(run)
     assert progress is not None
     assert (progress["update"], progress["epoch"], progress["micro"]) == (15, 0, 45)
-    done = rerun(recipe, run, tmp_path / "logs", reference)
-    assert done.lines[0] == f"resumed from {run}/step-000015 at update 15"
-    assert done.lines[1:-1] == reference.lines[15:-1]
+    again = subprocess.run(
+        command(argv(run)), capture_output=True, text=True, env=ONE_THREAD, timeout=TIMEOUT_REAL
+    )
+    assert again.returncode == 0 and again.stderr == "", again.stderr
+    lines = again.stdout.splitlines()
+    assert lines[0] == f"resumed from {run}/step-000015 at update 15"
+    finished = f"finished at update {reference.progress['update']}: {run}/final.pt"
+    assert lines[1:] == [*reference.lines[15:-1], finished]
+    assert_bitwise(run / "final.pt", reference.weights)
 
 
 @FORKS_RUNS
@@ -655,6 +699,25 @@ def test_a_real_sigterm_exits_75_after_saving_and_the_rerun_is_bitwise(
     assert done.lines[0] == f"resumed from {run}/step-000038 at update 38"
 
 
+@FORKS_RUNS
+def test_a_real_sigint_exits_75_after_saving_as_sigterm_does(recipe, reference, real, tmp_path):
+    """The same with SIGINT (Ctrl-C), sent while the process blocks printing its 53rd line:
+    only noted (no KeyboardInterrupt), a save at that update boundary (not one of its
+    --save-every), exit 75."""
+    run = real.folder / "sigint"
+    real.sigint.wait_full()
+    real.sigint.process.send_signal(signal.SIGINT)
+    code, out, err = real.sigint.release()
+    assert code == 75 and err == ""
+    lines = out.splitlines()
+    assert lines[:-1] == reference.lines[: SIGINT_AFTER + 1]
+    assert lines[-1] == f"stopped by signal {signal.SIGINT.value}: run again to resume"
+    progress = verify(run)
+    assert progress is not None and progress["update"] == 53 and stale(run) == []
+    done = rerun(recipe, run, tmp_path / "logs", reference)
+    assert done.lines[0] == f"resumed from {run}/step-000053 at update 53"
+
+
 # --- the slow tier: a random-kill campaign -------------------------------------------------------
 
 CAMPAIGN_RECORD = "RECIPE_CAMPAIGN_RECORD"  # =1: write the committed file
@@ -662,6 +725,12 @@ COMMITTED = ROOT / "docs" / "assets" / "bench" / "recipe-campaign.json"
 CAMPAIGN_SEED = 20261201
 KILLS = 60  # at least 50
 REAL_KILLS = 6  # of them, real processes killed from outside
+# The files whose SHA-256 the record keeps: recipe.md's block checks them against the tree.
+CAMPAIGN_SOURCES = (
+    "snippets/recipe.py",
+    "tests/recipe/test_recipe.py",
+    "tests/support/recipe_runs.py",
+)
 
 
 @pytest.mark.slow
@@ -783,12 +852,17 @@ def real_kill(run: Path, lines: int, sleep: float) -> bool:
     return process.returncode == -signal.SIGKILL
 
 
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def record(
     tally: dict[str, Any], started: dict[str, Any], reference: Reference, tmp_path: Path
 ) -> None:
     """The campaign's figures as JSON (numbers and names; the pages word them): to the
     committed file with RECIPE_CAMPAIGN_RECORD=1, else under tmp_path, never into the
-    repository by default. Provenance as the fault campaign records it (bench.provenance)."""
+    repository by default. Provenance as the fault campaign records it (bench.provenance),
+    and the SHA-256 of the files that ran."""
     results = {
         "campaign": tally,
         "campaign_seed": CAMPAIGN_SEED,
@@ -798,6 +872,7 @@ def record(
             "stopped_early_at": reference.progress["update"],
             "epochs_begun": reference.progress["epoch"] + 1,
         },
+        "sources": {name: sha256_of(ROOT / name) for name in CAMPAIGN_SOURCES},
         "threads": {"forked": 1, "real": "default"},
         "provenance": provenance.finish(started),
     }
