@@ -56,8 +56,8 @@ coef = min(1.0, MAX_NORM / (pre_clip.item() + 1e-6))
 after = flat_grad(model)
 torch.testing.assert_close(after, before * coef)
 
-# 3. So the direction is unchanged and the new norm is max_norm to within
-# 1e-6.
+# 3. So the direction is unchanged and, at this max_norm of 1.0, the new norm
+# is max_norm to within 1e-6.
 assert F.cosine_similarity(after, before, dim=0) > 1 - 1e-6
 post_clip = after.norm()
 torch.testing.assert_close(post_clip, torch.tensor(MAX_NORM), atol=1e-6, rtol=0)
