@@ -12,10 +12,11 @@ made; it is reused while its stamp (the spec, the pins, pyproject.toml) matches.
 are named by the version the environment reports, never by a version typed here.
 
 In each environment pytest runs the pages' python blocks (those not marked `notest`) and every
-test the ledger names as a proof, as a plain `pytest` does (the slow and full tiers left out:
-they are recorded as not run). The results land in docs/assets/versions/torch-VERSION.json:
-when the run began, the commit it ran (and whether the tree had uncommitted changes), the
-Python, NumPy and safetensors the environment reports, the command, and for each claim of the
+test the ledger names as a proof, with the markers a plain `pytest` uses (the slow and full
+tiers left out: recorded as not run, deselected), in one process and with OMP_NUM_THREADS=1.
+The results land in docs/assets/versions/torch-VERSION.json: when the run began, the commit
+it ran (and whether the tree had uncommitted changes), the Python, NumPy and safetensors the
+environment reports and whether torch saw a GPU, the command, and for each claim of the
 ledger `passed`, `failed` with where (the fence and its line, `PAGE.md#ID, line N of the
 block`, or a test's page line) and the message, or `not run` and why, with the digest of the
 proof's text as it stood when the run began (versions/proofs.py). The site's *Other torch
@@ -43,8 +44,10 @@ RESULTS = ROOT / "docs" / "assets" / "versions"
 BUILD = ROOT / "build"
 EXCEPT_RECORDS = ":(exclude)docs/assets/versions"
 DEFAULT_SPECS = ("2.8.0", "newest", "installed")
-# What a plain `pytest` leaves out (pyproject.toml); those proofs are recorded as not run.
+# What a plain `pytest` leaves out (pyproject.toml); those proofs are recorded as not run,
+# with this reason when pytest reported them deselected (versions/report.py).
 MARKERS = "not slow and not full"
+DESELECTED = "deselected as slow or full"
 TIMEOUT_S = 3 * 3600
 TEST_PROOF = re.compile(r"^tests/[\w/]+\.py::")
 # Tests of the recorded runs themselves: they read what this module writes, so running them
@@ -162,22 +165,24 @@ def verdict(
         return {"result": "failed", **said}
     if any(r["outcome"] == "passed" and r["when"] == "call" for r in found):
         return {"result": "passed"}
+    if found and all(r["outcome"] == "deselected" for r in found):
+        return {"result": "not run", "message": DESELECTED}
     if found:
         return {"result": "skipped", "message": str(found[0].get("message", ""))}
-    why = "in the slow or full tier" if entry["status"] == "make-test-all" else "not collected"
-    return {"result": "not run", "message": why}
+    return {"result": "not run", "message": "not collected"}
 
 
 # What each environment reports, recorded with its results: the page names the NumPy and
 # safetensors the runs had from these, not from the environment that builds the site.
-DESCRIBED = ("torch", "python", "numpy", "safetensors")
+# And whether torch saw a GPU there, for the record's `machine`.
+DESCRIBED = ("torch", "python", "numpy", "safetensors", "cuda")
 
 
 def describe(python: Path) -> dict[str, str]:
     script = (
         "import sys, numpy, safetensors, torch\n"
         "print(torch.__version__, sys.version.split()[0], numpy.__version__,"
-        " safetensors.__version__)"
+        " safetensors.__version__, torch.cuda.is_available())"
     )
     out = subprocess.run(
         [str(python), "-c", script], capture_output=True, text=True, check=True
@@ -209,7 +214,8 @@ def record(spec: str, raw: Path, summary: str) -> Path:
         "python": versions["python"],
         "numpy": versions["numpy"],
         "safetensors": versions["safetensors"],
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, no GPU",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+        + ("a GPU torch can use" if versions.get("cuda") == "True" else "no GPU"),
         "date": began["started"][:10],
         "started": began["started"],
         "commit": began["commit"],

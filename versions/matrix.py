@@ -39,7 +39,8 @@ def runs() -> list[dict]:
 
 # The run the page calls the newest: the one made in the environment of a bare `torch`
 # (versions/__main__.py), whatever its release, not the highest release recorded.
-NEWEST_COMMAND = "python -m versions --torch newest"
+RECORDER = "python -m versions"
+NEWEST_COMMAND = f"{RECORDER} --torch newest"
 
 
 def newest_run() -> dict:
@@ -123,16 +124,42 @@ def cannot_run_on(release: str) -> list[dict]:
 
 
 def requirement_table(release: str) -> str:
+    """What each proof needs (the ledger's `requires:`) beside where it failed and the message
+    the run recorded."""
     chosen = cannot_run_on(release)
     if not chosen:
         return f"None: no proof needs an API that torch {run_of(release)['torch']} lacks."
     run = run_of(release)
-    lines = ["| claim | what its proof needs | where it fails |", "| --- | --- | --- |"]
+    lines = [
+        "| claim | what its proof needs | where it fails | message |",
+        "| --- | --- | --- | --- |",
+    ]
     for c in chosen:
-        where = result(run, c["id"]).get("where", c["proof"])
+        found = result(run, c["id"])
         needs = c["requires"].replace("|", "\\|")
-        lines.append(f"| {claim_link(c)} | {needs} | `{where}` |")
+        message = found.get("message", "").replace("|", "\\|").replace("`", "'")
+        where = found.get("where", c["proof"])
+        lines.append(f"| {claim_link(c)} | {needs} | `{where}` | `{message}` |")
     return "\n".join(lines)
+
+
+def proofs_of(chosen: list[dict]) -> str:
+    """The distinct proofs of the claims chosen, after their count: ', both proved by `P`',
+    ', all proved by `P`', ', proved by `P` and `Q`' (several claims may share one proof)."""
+    proofs = [f"`{p}`" for p in dict.fromkeys(str(c.get("proof", "")) for c in chosen)]
+    if not proofs:
+        return ""
+    listed = proofs[0] if len(proofs) == 1 else ", ".join(proofs[:-1]) + " and " + proofs[-1]
+    if len(proofs) == 1 and len(chosen) > 1:
+        return f", {'both' if len(chosen) == 2 else 'all'} proved by {listed}"
+    return f", proved by {listed}"
+
+
+def builds() -> str:
+    """The torch builds of the runs made in environments of their own (not the site's), as
+    each reported itself: '2.8.0+cu128 and 2.14.1+cu130'."""
+    own = [r["torch"] for r in runs() if r.get("command") != f"{RECORDER} --torch installed"]
+    return " and ".join(f"`{b}`" for b in own)
 
 
 def failing_on(release: str) -> list[dict]:
@@ -275,10 +302,14 @@ def value(name: str, installed: str) -> str:
         "matrix": matrix,
         "changed": lambda: failure_table(oldest, changed_between(oldest, installed)),
         "changed_count": lambda: str(len(changed_between(oldest, installed))),
+        "changed_proofs": lambda: proofs_of(changed_between(oldest, installed)),
         "cannot_run": lambda: requirement_table(oldest),
         "cannot_run_count": lambda: str(len(cannot_run_on(oldest))),
+        "cannot_run_proofs": lambda: proofs_of(cannot_run_on(oldest)),
+        "builds": builds,
         "newest_failures": lambda: failure_table(newest(), failing_on(newest())),
         "newest_failure_count": lambda: str(len(failing_on(newest()))),
+        "newest_failure_proofs": lambda: proofs_of(failing_on(newest())),
         "oldest_failure_count": lambda: str(len(failing_on(oldest))),
     }
     if name not in values:

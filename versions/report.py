@@ -2,7 +2,9 @@
 
 `python -m versions` loads it with `-p versions.report` and names the file in
 VERSIONS_REPORT. A failure keeps where it happened on a page (the deepest frame in a
-docs/*.md file, as the fence runner prints it) and the exception's one-line message.
+docs/*.md file, as the fence runner prints it) and the exception's one-line message. A test
+that `-m` deselected gets a line too (outcome `deselected`), so that a proof left out by the
+markers is told apart from one that was never collected.
 """
 
 from __future__ import annotations
@@ -37,4 +39,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         if report.failed:
             row |= failure(report)
         with open(path, "a", encoding="utf8") as out:
+            out.write(json.dumps(row) + "\n")
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    path = os.environ.get("VERSIONS_REPORT")
+    if not path:
+        return
+    with open(path, "a", encoding="utf8") as out:
+        for item in items:
+            row = {"node": item.nodeid, "when": "collect", "outcome": "deselected"}
             out.write(json.dumps(row) + "\n")

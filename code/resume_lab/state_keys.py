@@ -17,14 +17,16 @@ OPTIMIZER = "optimizer"  # AdamW moments and step counts
 SCHEDULER = "scheduler"
 # AMP GradScaler state; None here (CPU, float32), the slot is kept on purpose
 SCALER = "scaler"
-# {"seed", ...}: data order is derived from this, never from a CLI seed
+# {"seed", ...}: a resumed run's data order comes from this, never from the
+# seed its new process was started with
 SAMPLER = "sampler"
 # {"epoch", "micro", "examples_seen"}: where the next batch starts
 DATA_POSITION = "data_position"
 RNG = "rng"  # torch, Python and NumPy generator states (see rng.py)
 # {callback name: its state_dict()}: early stopping, checkpoint schedule
 CALLBACKS = "callbacks"
-# {"records", "bytes", "hash", "digest"}: the history.jsonl records it owns
+# how much of history.jsonl this checkpoint covers, {"records", "bytes", "hash",
+# "digest"}: the records themselves stay in the log
 HISTORY = "history"
 # LabConfig.to_dict(): a resumed run must be the same experiment
 CONFIG = "config"

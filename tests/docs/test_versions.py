@@ -9,6 +9,7 @@ pages hold now, and that the recorder turns pytest's outcomes into the right ver
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import tomllib
 from pathlib import Path
@@ -133,9 +134,11 @@ def test_a_run_is_a_plain_pytest_of_the_pages_and_of_every_test_proof(tmp_path, 
     names, under the markers a plain `pytest` uses (pyproject.toml), but not the tests of these
     records; and what it keeps of the moment it began."""
     ran: list[list[str]] = []
+    environments: list[dict[str, str]] = []
 
     def run(command, **options):
         ran.append(command)
+        environments.append(options["env"])
         return subprocess.CompletedProcess(command, 0, "1 passed", "")
 
     monkeypatch.setattr(recorder.subprocess, "run", run)
@@ -143,6 +146,10 @@ def test_a_run_is_a_plain_pytest_of_the_pages_and_of_every_test_proof(tmp_path, 
     raw = tmp_path / "versions-x.jsonl"
     recorder.run_pytest(Path("python"), raw)
     (command,) = ran
+    # unlike a plain pytest: one process, one intra-op thread, the recording plugin
+    assert command[command.index("no:xdist") - 1] == "-p"
+    assert command[command.index("versions.report") - 1] == "-p"
+    assert environments[0]["OMP_NUM_THREADS"] == "1"
     addopts = tomllib.loads((ROOT / "pyproject.toml").read_text("utf8"))["tool"]["pytest"]
     plain = addopts["ini_options"]["addopts"]
     assert command[command.index("-m", 3) + 1] == plain[plain.index("-m") + 1] == recorder.MARKERS
@@ -153,6 +160,18 @@ def test_a_run_is_a_plain_pytest_of_the_pages_and_of_every_test_proof(tmp_path, 
     assert began["started"][:4].isdigit() and set(began["proofs"]) == {
         e["id"] for e in entries() if "proof" in e
     }
+
+
+def test_the_other_releases_ran_as_cuda_builds_on_a_machine_without_a_gpu():
+    """The runs made in environments of their own installed the registry's CUDA builds (the
+    local version `+cuNNN`), where torch saw no GPU (the record's `machine`): they ran on the
+    CPU."""
+    own = [run for run in matrix.runs() if run["command"] != f"{matrix.RECORDER} --torch installed"]
+    assert {run["release"] for run in own} == {"2.8.0", matrix.newest_run()["release"]}
+    for run in own:
+        assert re.fullmatch(r"[\d.]+\+cu\d+", run["torch"]), run["torch"]
+        assert run["machine"].endswith("no GPU"), run["machine"]
+    assert matrix.builds() == " and ".join(f"`{run['torch']}`" for run in own)
 
 
 def test_the_newest_run_is_the_one_made_with_a_bare_torch(tmp_path, monkeypatch):
@@ -248,12 +267,14 @@ def test_the_record_keeps_when_the_run_began_its_commit_and_each_proofs_digest(
     raw.with_suffix(".run.json").write_text(json.dumps(began), "utf8")
     monkeypatch.setattr(recorder, "RESULTS", tmp_path)
     described = {"torch": "9.9.9", "python": "3", "numpy": "2.0", "safetensors": "0.1"}
+    described["cuda"] = "False"  # torch.cuda.is_available() in that environment
     monkeypatch.setattr(recorder, "describe", lambda python: described)
     ledger = [{"id": "b", "status": "make-test", "proof": "x.md#bad"}]
     monkeypatch.setattr(recorder, "ledger", lambda: ledger)
     written = json.loads(recorder.record("installed", raw, "1 failed").read_text("utf8"))
     assert (written["date"], written["commit"]) == ("2031-02-03", "c0ffee")
     assert (written["numpy"], written["safetensors"]) == ("2.0", "0.1")
+    assert written["machine"].endswith(", no GPU")
     assert written["claims"]["b"] == {
         "result": "failed",
         "where": "x.md#bad, line 4 of the block",
@@ -274,7 +295,7 @@ def test_the_pages_figures_come_from_the_runs(monkeypatch):
             a={"result": "failed"},
             b={"result": "passed", "proof_digest": "old"},
             c=slow,
-            d={"result": "failed"},
+            d={"result": "failed", "where": "x.md#q, line 2", "message": "AttributeError: no"},
         ),
         run(
             "2.13.0",
@@ -286,6 +307,7 @@ def test_the_pages_figures_come_from_the_runs(monkeypatch):
     ]
     ledger = [{"id": i, "proof": "x.md#p"} for i in "abc"]
     ledger.append({"id": "d", "proof": "x.md#q", "requires": "an API 2.8.0 lacks"})
+    ledger[3] |= {"claim": "D.", "page": "x.md#d"}
     monkeypatch.setattr(matrix, "runs", lambda: runs)
     monkeypatch.setattr(matrix, "claims", lambda: ledger)
     monkeypatch.setattr(matrix, "proof_digests", lambda claims: {"b": "new"})
@@ -293,12 +315,22 @@ def test_the_pages_figures_come_from_the_runs(monkeypatch):
     assert [c["id"] for c in matrix.changed_between("2.8.0", "2.13.0")] == ["a"]
     assert [c["id"] for c in matrix.cannot_run_on("2.8.0")] == ["d"]
     assert matrix.mark(ledger[3], runs[0]).startswith("cannot run")
+    # what it needs (the ledger), where it failed and the message (the run)
+    assert matrix.requirement_table("2.8.0").splitlines()[-1] == (
+        "| [D](x.md#d) | an API 2.8.0 lacks | `x.md#q, line 2` | `AttributeError: no` |"
+    )
     assert matrix.mark(ledger[0], runs[0]) == "**fails**"
     assert matrix.failing_on("2.13.0") == []
     assert matrix.not_run() == "1 in the slow or full tier"
     assert [c["id"] for c in matrix.edited_since()] == ["b"]
     assert matrix.edited_sentence().startswith("Proofs whose text changed since the runs: 1 (or")
     assert matrix.commits() == "`c0ffeec0ffee`"
+    # several claims may share a proof: the page names the proofs after the count
+    assert matrix.proofs_of(ledger[:1]) == ", proved by `x.md#p`"
+    assert matrix.proofs_of(ledger[:2]) == ", both proved by `x.md#p`"
+    assert matrix.proofs_of(ledger[:3]) == ", all proved by `x.md#p`"
+    assert matrix.proofs_of(ledger) == ", proved by `x.md#p` and `x.md#q`"
+    assert matrix.proofs_of([]) == ""
     monkeypatch.setattr(matrix, "proof_digests", lambda claims: {"b": "old"})
     assert matrix.edited_sentence() == "Proofs whose text changed since the runs: none."
 
@@ -317,6 +349,8 @@ def test_the_recorder_gives_each_claim_the_verdict_of_its_proof(tmp_path):
     good = {"id": "g", "status": "make-test", "proof": "x.md#good"}
     bad = {"id": "b", "status": "make-test", "proof": "x.md#bad"}
     slow = {"id": "s", "status": "make-test-all", "proof": "tests/t.py::test_slow"}
+    deselected = {"id": "d", "status": "make-test-all", "proof": "tests/t.py::test_marked"}
+    rows["tests/t.py::test_marked"] = {"outcome": "deselected", "when": "collect"}
     stated = {"id": "t", "status": "stated", "reason": "no GPU"}
     assert verdict(good, nodes_of(good, fences, rows)) == {"result": "passed"}
     assert verdict(bad, nodes_of(bad, fences, rows)) == {
@@ -326,8 +360,33 @@ def test_the_recorder_gives_each_claim_the_verdict_of_its_proof(tmp_path):
     }
     at = [("x.md", "good", 3), ("x.md", "bad", 9)]
     assert verdict(bad, nodes_of(bad, fences, rows), at)["where"] == "x.md#bad, line 3 of the block"
-    assert verdict(slow, nodes_of(slow, fences, rows))["result"] == "not run"
+    # left out by -m: deselected; absent from pytest's report: not collected
+    assert verdict(deselected, nodes_of(deselected, fences, rows)) == {
+        "result": "not run",
+        "message": recorder.DESELECTED,
+    }
+    assert verdict(slow, nodes_of(slow, fences, rows)) == {
+        "result": "not run",
+        "message": "not collected",
+    }
     assert verdict(stated, []) == {"result": "stated"}
+
+
+def test_the_report_plugin_writes_a_line_for_each_deselected_test(tmp_path, monkeypatch):
+    from versions import report
+
+    class Item:
+        def __init__(self, nodeid: str) -> None:
+            self.nodeid = nodeid
+
+    raw = tmp_path / "raw.jsonl"
+    monkeypatch.setenv("VERSIONS_REPORT", str(raw))
+    report.pytest_deselected([Item("tests/t.py::test_a"), Item("docs/x.md::[line:3]")])
+    rows = [json.loads(line) for line in raw.read_text("utf8").splitlines()]
+    assert rows == [
+        {"node": "tests/t.py::test_a", "when": "collect", "outcome": "deselected"},
+        {"node": "docs/x.md::[line:3]", "when": "collect", "outcome": "deselected"},
+    ]
 
 
 def test_the_results_files_are_json_with_a_verdict_per_claim():
