@@ -3,10 +3,9 @@ what each returned; a rank that fails or hangs fails the call, within a
 timeout. The accumulation and Scaling out pages run their workers with it.
 
 The ranks are forked from a server process (multiprocessing's forkserver)
-that has imported torch and DCP and run nothing else: a rank inherits no
-threads or locks, as with spawn, but skips the imports that a fresh
-interpreter pays for. The server starts once per process and serves every
-later call."""
+that has imported PRELOAD and runs one thread: a rank inherits no other
+thread's locks, as with spawn, and finds torch imported, unlike spawn. The
+server starts once per process and serves every later call."""
 
 import gc
 import os
@@ -49,7 +48,7 @@ def _rank_main(
     )
     result = worker(rank, world_size, *args)
     torch.save(result, Path(out) / f"rank{rank}.pt")
-    # a gloo process can hang at exit: meet, collect, then leave
+    # every rank meets the others, drops its result, then leaves the group
     dist.barrier()
     del result
     gc.collect()
@@ -103,6 +102,15 @@ def run_ranks(
         ]
 
 
-def parent(rank: int, world_size: int) -> int:
-    """A worker that returns the process its rank was forked from."""
-    return os.getppid()
+def parent(rank: int, world_size: int) -> dict[str, Any]:
+    """A worker that describes the process its rank was forked from: its
+    pid, its number of threads, and whether it has torch's library loaded
+    (Linux's /proc)."""
+    server = Path(f"/proc/{os.getppid()}")
+    status = (server / "status").read_text().splitlines()
+    threads = next(line for line in status if line.startswith("Threads:"))
+    return {
+        "pid": os.getppid(),
+        "threads": int(threads.split()[1]),
+        "torch": "libtorch_cpu.so" in (server / "maps").read_text(),
+    }

@@ -4,9 +4,10 @@
         recipe_torchrun.py --output-dir DIR [--steps 200] [--accum 4]
         [--save-every 20] [--seed 0] [--device cpu|cuda]
 
-SIGTERM to torchrun, kill -9 to a rank or to the whole job, at any moment:
-rerun and it ends with the weights of a run never interrupted, bit for bit,
-at the same W. Each rank exits as recipe.py does (0, 75, 1, 2).
+In its tests, after SIGTERM to torchrun (at W = 2 and 4) or kill -9 to a rank
+or to the whole job (at W = 2, at random moments), a rerun at the same W ended
+with the weights of a run never interrupted, bit for bit. Each rank exits as
+recipe.py does (0, 75, 1, 2).
 """
 
 import argparse
@@ -39,7 +40,7 @@ MICRO_BATCH = 32  # examples per forward pass, all ranks together
 EVAL_EVERY = 10  # updates between evaluations
 PATIENCE = 5  # evaluations without a new best before stopping early
 KEEP_LAST = 2  # checkpoints kept besides the best one
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: "try again later" to a scheduler
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: "user is invited to retry"
 SAME_RUN = ("steps", "accum", "seed", "device")  # a resume must not change
 RANK = int(os.environ.get("RANK", "0"))  # torchrun sets both
 WORLD = int(os.environ.get("WORLD_SIZE", "1"))
@@ -215,7 +216,7 @@ def one_update(model: nn.Module, opt: Any, sched: Any, batches: Any) -> float:
         model.set_requires_gradient_sync(i == len(batches) - 1)
         loss = F.cross_entropy(model(x), y, reduction="sum")
         (loss / examples).backward()  # summed over ranks: the window's mean
-    # The norm of every rank's shards together: the same on every rank.
+    # The gradients are DTensors (FSDP2's shards), and so is their norm.
     norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
     opt.step()
     sched.step()  # the schedule counts updates, not micro-batches
@@ -252,7 +253,7 @@ def train(args: argparse.Namespace, device: torch.device) -> int:
     torch.manual_seed(args.seed)  # the initial weights, the same on all ranks
     x, y, val_x, val_y = (t.to(device) for t in make_data(args.seed))
     model = make_model().to(device)
-    # FSDP2: each rank keeps 1/W of every parameter and of AdamW's state.
+    # FSDP2: each rank keeps a dim-0 shard of the parameters and AdamW's state.
     fully_shard(model, mesh=init_device_mesh(device.type, (WORLD,)))
     assert isinstance(model, FSDPModule)
     # FSDP2 averages the ranks' gradients; each is divided by the window's
@@ -374,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda":  # untested here: this machine has no GPU
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         torch.cuda.set_device(device)  # one GPU per rank
-        # cuBLAS needs it before its first call to be deterministic.
+        # The workspace setting cuBLAS's docs give for reproducible results.
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.backends.cudnn.benchmark = False
     torch.use_deterministic_algorithms(True)
@@ -385,13 +386,12 @@ def main(argv: list[str] | None = None) -> int:
         if RANK == 0:
             print(f"recipe_torchrun.py: {e}", file=sys.stderr)
         code = e.code
-    # A clean exit: a gloo process can hang at exit while its threads still
-    # hold the group. Every rank gets here, without train's model.
+    # Every rank gets here, without train's model: meet, collect, leave.
     dist.barrier()
     gc.collect()
     dist.destroy_process_group()
-    # When a rank exits, torchrun sends SIGTERM to the others: one arriving
-    # as Python shuts down (its handlers gone) would make the exit -15.
+    # When a rank fails, torchrun sends SIGTERM to the others: ignored from
+    # here on, it cannot replace this rank's exit code.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return code
 

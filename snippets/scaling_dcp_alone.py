@@ -14,8 +14,8 @@ from torch.distributed.checkpoint import FileSystemWriter
 
 
 class FailsOnRankOne(FileSystemWriter):
-    """DCP's writer, except that rank 1 fails before writing anything, as a
-    rank killed at that moment would."""
+    """DCP's writer, except that rank 1 fails before writing anything (an
+    exception standing in for a kill)."""
 
     def write_data(self, plan: Any, planner: Any) -> Any:
         if dist.get_rank() == 1:

@@ -25,9 +25,9 @@ MICRO_BATCH = torch.arange(32)  # one micro-batch of example indices
 
 # --8<-- [start:masks]
 def dropout_masks(rank: int, world_size: int, shards: int) -> dict[str, Any]:
-    """What each shard this rank owns sees at the first micro-batch: its
-    examples and its dropout mask; and, for contrast, the mask a generator
-    seeded per rank would give."""
+    """What each shard this rank owns sees of one micro-batch (MICRO_BATCH):
+    its examples and the first mask its dropout generator draws; and, for
+    contrast, the mask a generator seeded per rank would give."""
     mine = owned(shards, world_size, rank)
     generators = ShardGenerators(SEED, mine)
     by_shard = {}

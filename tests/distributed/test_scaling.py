@@ -99,18 +99,33 @@ def test_a_run_stopped_at_two_ranks_resumes_bitwise_in_one_process(tmp_path: Pat
     assert differing == []
 
 
+def refusal_lines(stderr: str) -> list[str]:
+    """The lab's error lines, one from each rank that logged before torchrun stopped it."""
+    return [line for line in stderr.splitlines() if line.startswith("resume-lab train: error")]
+
+
 @pytest.mark.heavy
 def test_shards_that_the_world_size_does_not_divide_are_refused_in_one_line(tmp_path: Path) -> None:
+    """At a first start (--shards 3 at W = 2) and at a resume (a checkpoint of L = 4 at W = 3):
+    every rank's message is the same single line, naming the world sizes that work."""
     run = train(2, tmp_path / "run", "--steps", "4", "--shards", "3")
-    worker_lines = [
-        line for line in run.stderr.splitlines() if line.startswith("resume-lab train: error")
-    ]
-    assert worker_lines, run.stderr[-2000:]
-    assert worker_lines[0] == (
+    lines = refusal_lines(run.stderr)
+    assert lines and set(lines) == {
         "resume-lab train: error: 3 logical shards cannot be split over 2 "
         "processes; this run works at world sizes 1, 3"
-    )
+    }, run.stderr[-2000:]
     assert re.search(r"exitcode\s*:\s*2\b", run.stderr), run.stderr[-2000:]
+
+    folder = tmp_path / "resumed"
+    stop_then_resume(folder, [2], [1], "--shards", "4")
+    assert (folder / "last").exists()
+    resumed = train(3, folder, *RUN)
+    lines = refusal_lines(resumed.stderr)
+    assert lines and set(lines) == {
+        "resume-lab train: error: 4 logical shards cannot be split over 3 "
+        "processes; this run works at world sizes 1, 2, 4"
+    }, resumed.stderr[-2000:]
+    assert re.search(r"exitcode\s*:\s*2\b", resumed.stderr), resumed.stderr[-2000:]
 
 
 # --- slow tier ----------------------------------------------------------------
