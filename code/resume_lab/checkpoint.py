@@ -300,7 +300,8 @@ def load_checkpoint(
 
     The state file is opened once: the handle that was hashed is the handle
     that is unpickled, so a file renamed over it in between changes nothing.
-    Nothing is read into memory but the tensors themselves.
+    No second copy of the tensors is made: the hash reads the file through
+    one fixed-size buffer, and the tensors are read once, into the state.
     """
     checkpoint = locate(path)
     state_path = checkpoint / file if checkpoint.is_dir() else checkpoint

@@ -11,5 +11,5 @@ EXIT_USAGE = 2
 EXIT_SAVE_FAILED = 74
 # EX_TEMPFAIL: stopped early on purpose, `last` saved; rerun the same command
 EXIT_PREEMPTED = 75
-EXIT_INTERRUPTED = 130  # Ctrl-C outside training (the demo, start-up)
+EXIT_INTERRUPTED = 130  # Ctrl-C in the demo
 # --8<-- [end:exit_codes]
