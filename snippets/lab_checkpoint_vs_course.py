@@ -42,8 +42,8 @@ course_rest = COURSE["total"] - sum(
 assert course_rest == 12_197
 
 
-# ... so the difference lies in what else the lab stores. Take it off, one
-# layer at a time.
+# ... and the rest is what the lab stores beyond the parts the 2.8 text named:
+# take it off, one layer at a time, and see what is left.
 def saved_size(state: dict) -> int:
     buffer = io.BytesIO()
     torch.save(state, buffer)

@@ -6,6 +6,7 @@ import io
 import os
 
 from resume_lab.cli import main
+from resume_lab.parser import EPILOG
 
 columns = os.environ.get("COLUMNS")
 os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal's width; fix it
@@ -28,8 +29,10 @@ for command in ("demo", "train", "verify"):
     text = help_text(command)
     usage = text.split("\n\n")[0]  # the usage block, up to the first blank line
     assert usage.startswith(f"usage: resume-lab {command}")
-    # Every help ends with them.
+    # Every help ends with them: the epilog, exit codes last.
     assert "exit codes:" in text and "75   preempted" in text
+    assert text.rstrip().endswith(EPILOG.rstrip())
+    assert EPILOG.rstrip().split("\n\n")[-1].startswith("exit codes:")
     usages.append(usage)
 demo_help = help_text("demo")
 for option in (

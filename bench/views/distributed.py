@@ -165,7 +165,7 @@ def train_table_md(train: dict[str, Any]) -> str:
     lines = [
         f"| processes | ÷ {cores} cores | updates/s: median (spread) | slowest to fastest run "
         "| ÷ W = 1 | against W = 1 | the update alone (step_time) | besides the update "
-        "| an evaluating update |",
+        "| an evaluating update (and its best checkpoint, if any) |",
         "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
     ]
     for w in train["worlds"].values():

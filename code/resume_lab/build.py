@@ -44,8 +44,9 @@ def build_trainer(
 ) -> Trainer:
     """Fresh model, optimizer, schedule and sampler.
 
-    `init_seed` seeds the global RNGs first, so a resumed run may pass any
-    value: resume() overwrites everything it influenced. With `shards`, a
+    `init_seed` seeds the global RNGs first, so a resumed run may pass another
+    value (the demo passes seed + 1): a resume that restores the RNG overwrites
+    everything it influenced. With `shards`, a
     ShardedTrainer on L logical shards over `world`'s ranks: the model is
     wrapped by its engine (DDP, FSDP2, none for one process) and the
     optimizer built on the engine's parameters."""

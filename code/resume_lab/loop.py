@@ -148,7 +148,8 @@ class Trainer:
                 self.history[-1].update(metrics)
                 self.emit(Event.EVAL_END, metrics)
             # An update boundary: gradients are None and the window is complete.
-            # The only place where saving is allowed, so a resume never starts
+            # Where the lab's Checkpoint callback saves (its save when fit
+            # returns holds this same state), so a resume never starts
             # mid-accumulation.
             self.emit(Event.BOUNDARY)
             self.stop_reason = self.agree(self.stop_reason)
@@ -167,16 +168,16 @@ class Trainer:
         loss_sum = torch.zeros(())
         for indices in window:
             logits = self.model(self.data.x_train[indices])
-            # Summed loss over the window's example count:
-            # exact even for a short window.
+            # Summed loss over the window's example count: the window's mean
+            # loss (to round-off), even for a short window.
             loss = F.cross_entropy(
                 logits, self.data.y_train[indices], reduction="sum"
             )
             loss = loss / window_examples
             loss.backward()  # gradients add up in .grad across the window
-            loss_sum += loss.detach()  # stays a tensor: no sync in the hot path
-        # Pre-clip total norm; a NaN or inf gradient stops the run instead
-        # of zeroing weights.
+            loss_sum += loss.detach()  # stays a tensor: no .item() until _log
+        # Pre-clip total norm; a NaN or inf gradient raises here instead of
+        # becoming zeros and NaN that the step would carry into the weights.
         grad_norm = clip_grad_norm_(
             self.model.parameters(),
             self.config.max_norm,

@@ -28,8 +28,9 @@ class StepIndexedSampler:
     (epoch, micro-batch index).
 
     Resuming at micro-batch k slices the epoch's permutation at k * micro_batch:
-    nothing is replayed and no random number is drawn, so the position is just
-    two integers in the checkpoint. The permutation comes from a local
+    nothing is replayed and no random number is drawn per skipped micro-batch
+    (a fresh sampler draws the epoch's permutation once), so where to start is
+    two integers, the epoch and k. The permutation comes from a local
     generator; the global RNG (dropout's) is never touched.
     """
 

@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import blake3
@@ -228,6 +229,35 @@ def test_each_load_path_reads_every_tensor_and_reports_its_peak(monkeypatch, tmp
         assert result["peak_extra_bytes"] == 400 - 100  # VmHWM after - VmRSS before
         assert (result["rss_anon_extra_bytes"], result["rss_file_extra_bytes"]) == (10, 40)
     assert (checkpoint / MANIFEST).exists()
+
+
+def test_the_load_clock_stops_before_the_tensors_are_read(monkeypatch, tmp_path: Path):
+    """'each timed until the load returned, before the tensors were read': on every path the
+    clock's second reading comes before the first tensor is read."""
+    width, layers = 64, 2
+    with torch.device("meta"):
+        shapes = load_memory.build_big_model(width, layers).state_dict()
+    state = {name: torch.randn(t.shape) for name, t in shapes.items()}
+    checkpoint = save_checkpoint({STATE_FILE: state}, tmp_path, "m", step=0, config={})
+    events: list[str] = []
+
+    class Digest:
+        def update(self, data: Any) -> None:
+            events.append("read")
+
+        def hexdigest(self) -> str:
+            return ""
+
+    def clock() -> float:
+        events.append("clock")
+        return 0.0
+
+    monkeypatch.setattr(load_memory, "time", SimpleNamespace(perf_counter=clock))
+    monkeypatch.setattr(load_memory, "hashlib", SimpleNamespace(sha256=Digest))
+    for how in load_memory.LOAD_PATHS:
+        events.clear()
+        load_memory.worker(str(checkpoint), how, width, layers)
+        assert events == ["clock", "clock"] + ["read"] * len(state), how
 
 
 def test_the_stored_loads_ran_each_in_a_fresh_process_with_the_peak_reset():

@@ -190,7 +190,8 @@ def hash_table_md(save: dict[str, Any], hashing: dict[str, Any]) -> str:
 
 def load_table_md(vl: dict[str, Any]) -> str:
     lines = [
-        "| path | time | peak extra memory | ÷ state bytes | worst run | anonymous | file-backed |",
+        "| path | time until loaded (before the read) | peak extra memory | ÷ state bytes "
+        "| worst run | anonymous | file-backed |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for how, p in vl["paths"].items():
