@@ -53,6 +53,12 @@ with safe_globals([argparse.Namespace]):
     legacy = torch.load("legacy.pt")
 assert legacy["cfg"] == argparse.Namespace(lr=0.01, layers=2)
 assert argparse.Namespace not in get_safe_globals()
+try:
+    torch.load("legacy.pt")
+except pickle.UnpicklingError:
+    pass
+else:
+    raise AssertionError("argparse.Namespace still loads after the scope")
 
 print(
     f"view shares storage (offset {pair['middle'].storage_offset()}); "

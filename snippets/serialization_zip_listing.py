@@ -62,8 +62,8 @@ version = entries["version"].strip().decode()
 assert (version, format_version, alignment) == ("3", "1", "64")
 assert entries["byteorder"].decode() == sys.byteorder == "little"
 
-# The id is computed from the contents: the same data saved again gets the
-# same id, other data another.
+# The same data saved again, under another name, gets the same id; another
+# model's state, another id.
 serialization_id = entries[".data/serialization_id"]
 assert serialization_id.isdigit()
 torch.save({"model": model.state_dict(), "step": 7}, "again.pt")
