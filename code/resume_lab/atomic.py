@@ -85,8 +85,10 @@ def atomic_save(
     new one.
 
     Returns the size and digest of the bytes written, computed while writing
-    them. A failing disk raises SaveError, which names the file and the cause;
-    `path` is then left as it was.
+    them. A failing write, file fsync or rename raises SaveError, which names
+    the file and the cause; `path` is then left as it was. A failing fsync of
+    the folder, after the rename, raises fsync_dir's OSError: the new file is
+    already in place.
     """
     path = Path(path)
     tmp = temp_path(path)
