@@ -28,12 +28,17 @@ def imports_of(path: Path) -> set[str]:
     modules = {p.stem for p in PACKAGE.glob("*.py")}
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text("utf8"))):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "resume_lab":
+        if isinstance(node, ast.ImportFrom):
+            # the package is flat: a relative import (`from . import x`, `from .x import y`)
+            # is one from resume_lab
+            module = node.module or ""
+            if node.level:
+                module = f"resume_lab.{module}" if module else "resume_lab"
+            if module == "resume_lab":
                 # `from resume_lab import x`: the submodule x, else the package itself
                 found |= {a.name if a.name in modules else "__init__" for a in node.names}
-            elif node.module.startswith("resume_lab."):
-                found.add(node.module.split(".")[1])
+            elif module.startswith("resume_lab."):
+                found.add(module.split(".")[1])
         elif isinstance(node, ast.Import):
             found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("resume_lab.")}
     return found - {path.stem}
@@ -78,6 +83,12 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_the_event_protocol_is_a_leaf():
     assert imports_of(PACKAGE / "events.py") == set()
+
+
+def test_relative_imports_count_as_imports_of_the_lab(tmp_path):
+    module = tmp_path / "probe.py"
+    module.write_text("from . import callbacks\nfrom .loop import Trainer\n")
+    assert imports_of(module) == {"callbacks", "loop"}
 
 
 def test_no_module_is_too_long_to_read():
