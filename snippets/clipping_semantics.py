@@ -76,14 +76,38 @@ def one_grad(value: float) -> torch.nn.Parameter:
     return p
 
 
-# ... as long as norm + 1e-6 <= max_norm: a norm just under max_norm, within
-# the guard, can already be scaled (a little).
+# ... as long as norm + 1e-6 is below max_norm by more than float32 round-off:
+# a norm just under max_norm, within the guard, can already be scaled (a
+# little).
 clear, near = one_grad(MAX_NORM - 1e-3), one_grad(MAX_NORM - 5e-7)
 clear_before, near_before = clear.grad.clone(), near.grad.clone()
 clip_grad_norm_([clear], MAX_NORM)
 clip_grad_norm_([near], MAX_NORM)
 assert same_bits(clear.grad, clear_before)
 assert near.grad < near_before
+
+# Over 500 random max_norm from 0.01 to 10, the four largest float32 norms
+# with norm + 1e-6 <= limit: with max_norm itself for the limit, round-off
+# scales some of them; with a margin of a millionth of max_norm, none.
+zero = torch.zeros(1)
+draws = torch.empty(500, dtype=torch.float64).uniform_(
+    -2, 1, generator=torch.Generator().manual_seed(0)
+)
+scaled = {"boundary": 0, "margin": 0}
+for max_norm in (10**draws).tolist():
+    for case, limit in (
+        ("boundary", max_norm),
+        ("margin", max_norm * (1 - 1e-6)),
+    ):
+        norm = torch.tensor([limit - 1e-6])  # in float32: it may round up
+        while norm.item() + 1e-6 > limit:
+            norm = torch.nextafter(norm, zero)
+        for _ in range(4):
+            p = one_grad(norm.item())
+            clip_grad_norm_([p], max_norm)
+            scaled[case] += not same_bits(p.grad, norm)
+            norm = torch.nextafter(norm, zero)
+assert scaled["boundary"] > 0 and scaled["margin"] == 0
 
 # 5. The two public halves do the same arithmetic: the same bits.
 two_step = model_with_grads()

@@ -59,10 +59,10 @@ assert (
 # and cosine both run K times too fast, and the rate sits at zero for the rest
 # of the run.
 assert wrong == [warmup_cosine(K * (u + 1)) for u in range(UPDATES)]
-# With K >= WARMUP the first update already runs past warmup: no warmup, and
-# never the peak.
+# With K > WARMUP (here 4 > 2) the first update already runs past warmup: no
+# warmup, and never the peak.
 assert (
-    K >= WARMUP
+    K > WARMUP
     and wrong[0] == warmup_cosine(K)
     and max(wrong) < 1.0 == max(right)
 )
