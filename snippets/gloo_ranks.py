@@ -21,8 +21,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-# What the server imports before it forks any rank; not __main__ (the
-# default), which under pytest or mkdocs is their command-line entry point.
+# What the server imports before it forks any rank, instead of __main__
+# (the default): the script this process was started with.
 PRELOAD = ["torch", "torch.distributed.checkpoint"]
 
 

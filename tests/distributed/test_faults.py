@@ -367,10 +367,11 @@ def test_a_crafted_pickle_with_a_resealed_manifest_never_runs(
         assert result.code != EXIT_OK
         said = result.err + str(result.escaped or "")
         if file == METADATA:
-            assert f"{checkpoint / METADATA}: refused, not loaded: " in said
+            assert f"rejected: {checkpoint / METADATA}: refused, not loaded: " in said
             assert "is not allowed in DCP metadata" in said
         else:
-            assert f"{checkpoint / STATE}: matches its manifest but cannot be loaded safely" in said
+            reason = "matches its manifest but cannot be loaded safely"
+            assert f"rejected: {checkpoint / STATE}: {reason}" in said
     assert checked.code == resumed.code == EXIT_REJECTED
     assert checked.escaped is None and resumed.escaped is None
     assert_not_resumed(run_copy, resumed.err)
