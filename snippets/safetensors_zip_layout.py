@@ -37,7 +37,7 @@ with zipfile.ZipFile("model.pt") as archive:
         data = raw[start : start + entry.file_size]
         # Our offset arithmetic finds the right bytes.
         assert data == archive.read(entry)
-        # Every entry sits in a folder named after the file's stem.
+        # Every entry sits in a folder named after this file's stem.
         folder, _, name = entry.filename.partition("/")
         assert folder == "model"
         contents[name] = data

@@ -12,14 +12,21 @@ clone_storage = copy.untyped_storage().nbytes()
 assert view_storage == 400_000
 assert clone_storage == 8
 
-# The archive's folder is named after the file, so another name gives another
-# size: these are the names the 2.8 text used.
+# The archive's folder is named after the file's stem, so a stem of another
+# length gives another size (the extension does not count): these are the
+# names the 2.8 text used.
 torch.save(view, "view.pt")
 torch.save(copy, "clone.pt")
 view_bytes = os.path.getsize("view.pt")
 clone_bytes = os.path.getsize("clone.pt")
-torch.save(view, "v.pt")
-assert os.path.getsize("v.pt") != view_bytes
+for path in ("weiv.pt", "view.bin", "view"):
+    torch.save(view, path)
+    assert os.path.getsize(path) == view_bytes
+sizes = []
+for length in range(1, 9):  # stems v, vv, ..., vvvvvvvv
+    torch.save(view, "v" * length + ".pt")
+    sizes.append(os.path.getsize("v" * length + ".pt"))
+assert sizes == sorted(set(sizes))  # each length its own size, longer larger
 
 # The whole storage, plus the headers.
 assert view_bytes > big.numel() * big.element_size()

@@ -22,28 +22,45 @@ def payload_start(info: zipfile.ZipInfo) -> int:
     """Where an entry's bytes begin: after its 30-byte local header, its name
     and its extra field.
 
-    The central directory's extra field may differ from the local one (torch
-    pads the local one to align the data), so read the lengths from the local
-    header itself.
+    The central directory's extra field (empty here) differs from the local
+    one (torch pads the local one to align the data: a block tagged FB, its
+    length, then that many Z bytes), so read the lengths from the local header
+    itself.
     """
     signature, name_len, extra_len = struct.unpack_from(
         "<4s22xHH", raw, info.header_offset
     )
     assert signature == b"PK\x03\x04"
-    return info.header_offset + 30 + name_len + extra_len
+    start = info.header_offset + 30 + name_len + extra_len
+    local_extra = raw[start - extra_len : start]
+    padding = extra_len - 4
+    assert local_extra == b"FB" + struct.pack("<H", padding) + b"Z" * padding
+    assert info.extra == b""  # the central directory's: empty
+    return start
 
 
 with zipfile.ZipFile("tiny.pt") as archive:
     infos = archive.infolist()
     contents = {info.filename: archive.read(info) for info in infos}
 
-# Saved to a path, every entry sits in one folder named after the file:
-# tiny/data.pkl, tiny/data/0, ... Saved to a file object, in archive/.
+
+def folders(file: str | io.BytesIO) -> set[str]:
+    with zipfile.ZipFile(file) as archive:
+        return {name.split("/", 1)[0] for name in archive.namelist()}
+
+
+# Saved to a path with an ASCII name, every entry sits in one folder named
+# after the file's stem: tiny/data.pkl, tiny/data/0, ...
 assert {name.split("/", 1)[0] for name in contents} == {"tiny"}
+for path in ("a.b.pt", "noext", "view.bin"):
+    torch.save({"step": 7}, path)
+    assert folders(path) == {Path(path).stem}
+# Saved to a file object, or to a path with a non-ASCII name (torch writes
+# that one through a Python file object), in archive/.
 buffer = io.BytesIO()
 torch.save({"model": model.state_dict(), "step": 7}, buffer)
-with zipfile.ZipFile(buffer) as archive:
-    assert {name.split("/", 1)[0] for name in archive.namelist()} == {"archive"}
+torch.save({"step": 7}, "état.pt")
+assert folders(buffer) == folders("état.pt") == {"archive"}
 entries = {name.split("/", 1)[1]: data for name, data in contents.items()}
 assert set(entries) == {
     # the pickled object, with every storage replaced by a reference
@@ -108,7 +125,12 @@ refs = References(io.BytesIO(entries["data.pkl"])).load()["model"]
 # ('storage', its type, its key, the device it was on, its length in elements)
 assert refs["weight"] == ("storage", torch.FloatStorage, "0", "cpu", 6)
 assert refs["bias"] == ("storage", torch.FloatStorage, "1", "cpu", 2)
-assert b"PK\x06\x06" in raw  # a ZIP64 end-of-central-directory record
+# ZIP64: the end-of-central-directory record (its last 22 bytes, no comment)
+# follows a ZIP64 locator, which holds the offset of a ZIP64
+# end-of-central-directory record.
+assert raw[-22:-18] == b"PK\x05\x06" and raw[-42:-38] == b"PK\x06\x07"
+(zip64_end,) = struct.unpack_from("<Q", raw, len(raw) - 42 + 8)
+assert raw[zip64_end : zip64_end + 4] == b"PK\x06\x06"
 
 print(f"{'entry':<28}{'bytes':>6}{'data at':>9}{'% 64':>6}  content")
 for info in infos:

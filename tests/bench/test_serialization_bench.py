@@ -127,7 +127,7 @@ def test_the_committed_numbers_support_what_the_page_says(committed: dict):
     for s in sizes:
         one = s["one_tensor"]["runs_s"]
         assert max(one["safetensors"]) < min(one["torch_full"])
-    # "to read a few tensors of a large file ... either lazy path works": at the largest size
+    # "to read a few tensors of a large file ... map it with torch.load": at the largest size
     one = sizes[-1]["one_tensor"]["runs_s"]
     assert max(one["torch_mmap"]) < min(one["torch_full"])
     # "for many small files safetensors loads faster": at the smallest size, beyond noise
